@@ -1,0 +1,107 @@
+"""In-process fan-out of committed events to live streams.
+
+Publishing never blocks: each subscription holds a bounded backlog, and a subscriber that
+falls past it is marked lagged and its backlog dropped; it then catches up from the durable
+event log (`EventLog.after`), so it never silently misses an event and costs bounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from core.store.events import CommittedEvent
+
+DEFAULT_BACKLOG = 1024
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One live stream's view of the bus."""
+
+    session: str | None = None  # only this session's events (None: every event)
+    device_id: str | None = None
+    backlog: int = DEFAULT_BACKLOG
+    lagged: bool = False
+    closed: bool = False
+    close_reason: str = ""
+    _pending: deque[CommittedEvent] = field(default_factory=deque)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, ev: CommittedEvent) -> None:
+        if self.closed or self.lagged:
+            return
+        if self.session is not None and ev.session != self.session:
+            return
+        if len(self._pending) >= self.backlog:
+            # Drop the backlog rather than grow it: the stream re-reads from the log.
+            self._pending.clear()
+            self.lagged = True
+        else:
+            self._pending.append(ev)
+        self._wake.set()
+
+    def close(self, reason: str) -> None:
+        self.closed, self.close_reason = True, reason
+        self._pending.clear()
+        self._wake.set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until events, a lag or a close are pending; False on timeout."""
+        if self._pending or self.lagged or self.closed:
+            return True
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def take(self) -> tuple[list[CommittedEvent], bool]:
+        """Pending events and whether the stream lagged (then it must catch up from the log).
+
+        The lag flag is cleared here, before the caller reads the log, so an event published
+        during the catch-up lands in the backlog and is deduplicated by sequence.
+        """
+        events = list(self._pending)
+        self._pending.clear()
+        lagged, self.lagged = self.lagged, False
+        return events, lagged
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._subs: set[Subscription] = set()
+
+    def subscribe(
+        self, *, session: str | None = None, device_id: str | None = None, backlog: int = DEFAULT_BACKLOG
+    ) -> Subscription:
+        sub = Subscription(session=session, device_id=device_id, backlog=backlog)
+        self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def publish(self, events: list[CommittedEvent]) -> None:
+        for sub in tuple(self._subs):
+            for ev in events:
+                sub.push(ev)
+
+    def close_device(self, device_id: str, reason: str = "device revoked") -> int:
+        """End every stream opened by `device_id`; returns how many were closed."""
+        closed = 0
+        for sub in tuple(self._subs):
+            if sub.device_id == device_id:
+                sub.close(reason)
+                closed += 1
+        return closed
+
+    def close_all(self, reason: str = "server shutting down") -> None:
+        for sub in tuple(self._subs):
+            sub.close(reason)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subs)

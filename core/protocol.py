@@ -1,0 +1,581 @@
+"""Wire-exact Op / Event / Part models of the c2 protocol (spec/protocol.txt, API.md).
+
+Owns the JSON shapes only: tagged unions, enums, snapshots. No I/O, no behaviour beyond
+(de)serialization. Optional event fields are omitted when absent, except where the protocol
+says they are present as null (`error.session`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+# ---------------------------------------------------------------------------------------------
+# Enums and small value types
+
+
+class PermissionMode(StrEnum):
+    ASK = "ask"
+    ACCEPT_EDITS = "accept_edits"
+    YOLO = "yolo"
+
+
+class SandboxPolicy(StrEnum):
+    READ_ONLY = "read_only"
+    WORKSPACE_WRITE = "workspace_write"
+    DANGER_FULL_ACCESS = "danger_full_access"
+
+
+class WorktreeBase(StrEnum):
+    CURRENT = "current"
+    ORIGIN_DEFAULT = "origin_default"
+
+
+class StopReason(StrEnum):
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURN_REQUESTS = "max_turn_requests"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+
+
+BUILTIN_PROVIDERS: tuple[str, ...] = (
+    "claude_code",
+    "codex",
+    "grok",
+    "cursor",
+    "opencode",
+    "opencode2",
+    "pi",
+    "kimi",
+    "zcode",
+)
+# Serde spellings of the original core; accepted on input, never emitted (API.md §3).
+PROVIDER_ALIASES: dict[str, str] = {"open_code": "opencode", "z_code": "zcode"}
+
+BuiltinProvider: TypeAlias = Literal[
+    "claude_code",
+    "codex",
+    "grok",
+    "cursor",
+    "opencode",
+    "opencode2",
+    "pi",
+    "kimi",
+    "zcode",
+    "open_code",
+    "z_code",
+]
+
+
+class CustomProvider(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    custom: str = Field(min_length=1, max_length=128)
+
+
+ProviderSpec: TypeAlias = BuiltinProvider | CustomProvider
+
+
+def provider_key(provider: ProviderSpec) -> str:
+    """Registry key of a provider: the documented builtin id, or `custom:NAME`."""
+    if isinstance(provider, CustomProvider):
+        return f"custom:{provider.custom}"
+    return PROVIDER_ALIASES.get(provider, provider)
+
+
+def provider_wire(key: str) -> str | dict[str, str]:
+    """Wire form of a registry key: a builtin string or `{"custom": NAME}`."""
+    if key.startswith("custom:"):
+        return {"custom": key.removeprefix("custom:")}
+    return key
+
+
+RequestId = Annotated[str, Field(min_length=1, max_length=128)]
+SessionId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class ExecutionPolicy(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    mode: PermissionMode
+    sandbox: SandboxPolicy
+
+
+DEFAULT_POLICY = ExecutionPolicy(mode=PermissionMode.ASK, sandbox=SandboxPolicy.WORKSPACE_WRITE)
+
+
+class WorktreeBaseline(BaseModel):
+    """Immutable provenance of a worktree session: the ref and full sha actually used."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    kind: WorktreeBase
+    ref: str
+    sha: str
+    display: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Doc blocks
+
+
+class TextBlock(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: str = Field(max_length=1_000_000)
+
+
+class SkillBlock(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["skill"]
+    skill_id: str = Field(min_length=1, max_length=256)
+    params: dict[str, str] = Field(default_factory=dict)
+
+
+class SessionRefBlock(BaseModel):
+    """@chat reference: inlines the referenced session's latest transcript page."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["session"]
+    session_id: str = Field(min_length=1, max_length=128)
+
+
+DocBlock = Annotated[TextBlock | SkillBlock | SessionRefBlock, Field(discriminator="type")]
+Doc: TypeAlias = list[DocBlock]
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops (client -> core)
+
+
+class _Op(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class NewSessionOp(_Op):
+    op: Literal["new_session"] = "new_session"
+    provider: ProviderSpec
+    cwd: str = Field(max_length=4096)
+    use_worktree: bool
+    worktree_base: WorktreeBase | None = None
+    worktree_base_sha: str | None = Field(default=None, max_length=64)
+    initial_policy: ExecutionPolicy | None = None
+    request_id: RequestId | None = None
+
+    @field_validator("worktree_base_sha")
+    @classmethod
+    def _hex_sha(cls, value: str | None) -> str | None:
+        if value is not None and not (
+            4 <= len(value) <= 64 and all(c in "0123456789abcdefABCDEF" for c in value)
+        ):
+            raise ValueError("worktree_base_sha must be a hexadecimal commit id")
+        return value.lower() if value is not None else None
+
+
+class PromptOp(_Op):
+    op: Literal["prompt"] = "prompt"
+    session: SessionId
+    doc: Doc = Field(max_length=256)
+    request_id: RequestId | None = None
+
+
+class CancelOp(_Op):
+    op: Literal["cancel"] = "cancel"
+    session: SessionId
+
+
+class AnswerPermissionOp(_Op):
+    op: Literal["answer_permission"] = "answer_permission"
+    session: SessionId
+    # The *permission's* input id, per the protocol (not a client correlation id).
+    request_id: RequestId
+    option_id: str | None = Field(default=None, max_length=256)
+
+
+class SetExecutionPolicyOp(_Op):
+    op: Literal["set_execution_policy"] = "set_execution_policy"
+    session: SessionId
+    mode: PermissionMode
+    sandbox: SandboxPolicy
+    request_id: RequestId | None = None
+
+
+class SetPermissionModeOp(_Op):
+    op: Literal["set_permission_mode"] = "set_permission_mode"
+    session: SessionId
+    mode: PermissionMode
+
+
+class SetSandboxOp(_Op):
+    op: Literal["set_sandbox"] = "set_sandbox"
+    session: SessionId
+    sandbox: SandboxPolicy
+
+
+class SetModelOp(_Op):
+    op: Literal["set_model"] = "set_model"
+    session: SessionId
+    model: str = Field(min_length=1, max_length=256)
+
+
+class SetConfigOptionOp(_Op):
+    op: Literal["set_config_option"] = "set_config_option"
+    session: SessionId
+    config_id: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=4096)
+
+
+Op = Annotated[
+    NewSessionOp
+    | PromptOp
+    | CancelOp
+    | AnswerPermissionOp
+    | SetExecutionPolicyOp
+    | SetPermissionModeOp
+    | SetSandboxOp
+    | SetModelOp
+    | SetConfigOptionOp,
+    Field(discriminator="op"),
+]
+OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
+
+
+# ---------------------------------------------------------------------------------------------
+# Activity projection (protocol: Durable session activity)
+
+
+class PendingInput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    input_id: str
+    kind: Literal["permission"] = "permission"
+    title: str
+    options: list[tuple[str, str]]
+    sequence: int
+
+
+class IdleState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["idle"] = "idle"
+
+
+class RunningState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["running"] = "running"
+    turn_id: str
+    prompt_request_id: str | None = None
+
+
+class AwaitingInputState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["awaiting_input"] = "awaiting_input"
+    turn_id: str
+    prompt_request_id: str | None = None
+    pending: list[PendingInput]
+
+
+class FailedState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["failed"] = "failed"
+    turn_id: str | None = None
+    reason: Literal["interrupted", "provider_error"]
+    message: str
+
+
+RunState = Annotated[
+    IdleState | RunningState | AwaitingInputState | FailedState, Field(discriminator="kind")
+]
+
+
+class SessionActivity(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    revision: int = 0
+    state: RunState = Field(default_factory=IdleState)
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transcript parts (protocol: part union)
+
+
+class PromptPart(BaseModel):
+    kind: Literal["prompt"] = "prompt"
+    text: str
+    display: str
+
+
+class TextPart(BaseModel):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(BaseModel):
+    kind: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ToolCallPart(BaseModel):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    title: str
+    status: str
+    tool_kind: str | None = None
+    agent_input: dict[str, str] | None = None
+
+
+class PlanPart(BaseModel):
+    kind: Literal["plan"] = "plan"
+    entries: list[str]
+
+
+Part = Annotated[
+    PromptPart | TextPart | ReasoningPart | ToolCallPart | PlanPart, Field(discriminator="kind")
+]
+PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+
+
+def part_wire(part: Part) -> dict[str, Any]:
+    """Wire form of a part: optional fields omitted when absent."""
+    return part.model_dump(mode="json", exclude_none=True)
+
+
+class TranscriptEntry(BaseModel):
+    seq: int
+    role: Literal["user", "agent"]
+    part: Part
+
+
+# ---------------------------------------------------------------------------------------------
+# Session-level state carried in snapshots and events
+
+
+class ModelChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    name: str
+    description: str | None = None
+
+
+class ModelsState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    available: list[ModelChoice]
+    current: str = ""
+
+
+class ConfigChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    name: str
+    description: str | None = None
+
+
+class ConfigOption(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    name: str
+    category: str | None = None
+    current: str = ""
+    choices: list[ConfigChoice] = Field(default_factory=list)
+
+
+class ContextWindow(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    used_tokens: int
+    context_window: int
+
+
+class SessionSnapshot(BaseModel):
+    """The session snapshot of API.md §5; optional fields are present as null."""
+
+    id: str
+    title: str
+    provider: str | dict[str, str]
+    model: str | None
+    cwd: str
+    project_path: str | None
+    worktree_path: str | None
+    worktree_baseline: WorktreeBaseline | None
+    policy: ExecutionPolicy
+    activity: SessionActivity
+    models: ModelsState | None
+    config_options: list[ConfigOption]
+    context_window: ContextWindow | None
+    created_at: str
+    updated_at: str
+
+    def wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["activity"] = self.activity.wire()
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Events (core -> client)
+
+
+class _Event(BaseModel):
+    """Base of every event. `wire()` omits absent optionals except the always-present ones."""
+
+    model_config = ConfigDict(extra="ignore")
+    _always_present: ClassVar[frozenset[str]] = frozenset()
+    session: str | None
+
+    def wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        wire = {"event": data.pop("event")}
+        wire.update((k, v) for k, v in data.items() if v is not None or k in self._always_present)
+        return wire
+
+
+class SessionCreated(_Event):
+    event: Literal["session_created"] = "session_created"
+    session: str
+    cwd: str
+    project_path: str | None = None
+    worktree_path: str | None = None
+    worktree_baseline: WorktreeBaseline | None = None
+    request_id: str | None = None
+
+
+class SessionTitleChanged(_Event):
+    event: Literal["session_title_changed"] = "session_title_changed"
+    session: str
+    title: str
+
+
+class SessionActivityChanged(_Event):
+    event: Literal["session_activity_changed"] = "session_activity_changed"
+    session: str
+    activity: SessionActivity
+
+    def wire(self) -> dict[str, Any]:
+        return {"event": self.event, "session": self.session, "activity": self.activity.wire()}
+
+
+class TurnStarted(_Event):
+    event: Literal["turn_started"] = "turn_started"
+    session: str
+    request_id: str | None = None
+    transcript_seq: int | None = None
+
+
+class AgentText(_Event):
+    event: Literal["agent_text"] = "agent_text"
+    session: str
+    message_id: str
+    text: str
+    transcript_seq: int | None = None
+
+
+class AgentThought(_Event):
+    event: Literal["agent_thought"] = "agent_thought"
+    session: str
+    text: str
+    transcript_seq: int | None = None
+
+
+class ToolCall(_Event):
+    event: Literal["tool_call"] = "tool_call"
+    session: str
+    id: str
+    title: str
+    status: str
+    kind: str | None = None
+    agent_input: dict[str, str] | None = None
+    transcript_seq: int | None = None
+
+
+class PlanEvent(_Event):
+    event: Literal["plan"] = "plan"
+    session: str
+    entries: list[str]
+    transcript_seq: int | None = None
+
+
+class PermissionRequest(_Event):
+    event: Literal["permission_request"] = "permission_request"
+    session: str
+    request_id: str
+    title: str
+    options: list[tuple[str, str]]
+
+
+class Usage(_Event):
+    event: Literal["usage"] = "usage"
+    session: str
+    input_tokens: int
+    output_tokens: int
+
+
+class ContextWindowEvent(_Event):
+    event: Literal["context_window"] = "context_window"
+    session: str
+    used_tokens: int
+    context_window: int
+
+
+class Models(_Event):
+    event: Literal["models"] = "models"
+    session: str
+    available: list[ModelChoice]
+    current: str
+
+    def wire(self) -> dict[str, Any]:
+        # ModelChoice.description is present as null (original-behaviour §1.6).
+        data = self.model_dump(mode="json")
+        return {"event": data.pop("event"), **data}
+
+
+class ConfigOptions(_Event):
+    event: Literal["config_options"] = "config_options"
+    session: str
+    options: list[ConfigOption]
+
+    def wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        return {"event": data.pop("event"), **data}
+
+
+class ExecutionPolicyChanged(_Event):
+    event: Literal["execution_policy_changed"] = "execution_policy_changed"
+    session: str
+    policy: ExecutionPolicy
+    request_id: str | None = None
+
+
+class TurnEnded(_Event):
+    event: Literal["turn_ended"] = "turn_ended"
+    session: str
+    stop_reason: StopReason
+
+
+class ErrorEvent(_Event):
+    event: Literal["error"] = "error"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"session"})
+    session: str | None
+    message: str
+    terminal: bool
+    request_id: str | None = None
+
+
+Event = Annotated[
+    SessionCreated
+    | SessionTitleChanged
+    | SessionActivityChanged
+    | TurnStarted
+    | AgentText
+    | AgentThought
+    | ToolCall
+    | PlanEvent
+    | PermissionRequest
+    | Usage
+    | ContextWindowEvent
+    | Models
+    | ConfigOptions
+    | ExecutionPolicyChanged
+    | TurnEnded
+    | ErrorEvent,
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,81 @@
+"""The durable session record (domain model) and its snapshot projection (API.md §5).
+
+Repositories in core/store return `SessionRecord`; the engine mutates copies and writes them
+back. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from core.protocol import (
+    DEFAULT_POLICY,
+    ConfigOption,
+    ContextWindow,
+    ExecutionPolicy,
+    ModelsState,
+    SessionActivity,
+    SessionSnapshot,
+    WorktreeBaseline,
+    provider_wire,
+)
+
+DEFAULT_TITLE = "Untitled session"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def rfc3339(moment: datetime) -> str:
+    """RFC 3339 UTC with a `Z` suffix, millisecond precision."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    provider: str  # registry key: "codex" or "custom:NAME"
+    cwd: str
+    project_path: str | None = None
+    title: str = DEFAULT_TITLE
+    title_origin: str = "default"  # default | automatic | manual (original-behaviour §8.3)
+    model: str | None = None
+    worktree_path: str | None = None
+    worktree_baseline: WorktreeBaseline | None = None
+    worktree_identity: dict[str, Any] | None = None
+    worktree_discarded: bool = False
+    policy: ExecutionPolicy = DEFAULT_POLICY
+    activity: SessionActivity = field(default_factory=SessionActivity)
+    acp_session_id: str | None = None
+    models: ModelsState | None = None
+    config_options: list[ConfigOption] = field(default_factory=list)
+    context_window: ContextWindow | None = None
+    archived: bool = False
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+    def evolve(self, **changes: Any) -> SessionRecord:
+        """A copy with `changes` applied and `updated_at` bumped."""
+        return replace(self, updated_at=utcnow(), **changes)
+
+    def snapshot(self) -> SessionSnapshot:
+        return SessionSnapshot(
+            id=self.id,
+            title=self.title,
+            provider=provider_wire(self.provider),
+            model=self.model,
+            cwd=self.cwd,
+            project_path=self.project_path,
+            worktree_path=self.worktree_path,
+            worktree_baseline=self.worktree_baseline,
+            policy=self.policy,
+            activity=self.activity,
+            models=self.models,
+            config_options=self.config_options,
+            context_window=self.context_window,
+            created_at=rfc3339(self.created_at),
+            updated_at=rfc3339(self.updated_at),
+        )

@@ -1,0 +1,244 @@
+"""The store: engines, migrations, and the single-writer unit of work with group commit.
+
+Every state change and the events it produced commit in one transaction on one writer thread,
+so the global event sequence is committed (and published) in strictly increasing order on
+SQLite and PostgreSQL alike. Reads run on a small pool of reader connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event, text
+
+from core.protocol import Event
+from core.store.events import CommittedEvent, EventLog
+from core.store.idempotency import IdempotencyRepository
+from core.store.parts import PartRepository
+from core.store.sessions import SessionRepository
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Jobs drained into one transaction at most; bounds the latency one commit adds to a batch.
+MAX_GROUP = 256
+
+
+class UnitOfWork:
+    """Repositories bound to one open transaction. Events appended here publish after commit."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.sessions = SessionRepository(conn)
+        self.parts = PartRepository(conn)
+        self.events = EventLog(conn)
+        self.idempotency = IdempotencyRepository(conn)
+        self.committed: list[CommittedEvent] = []
+
+    def emit(self, ev: Event) -> int:
+        """Append `ev` to the log in this transaction; returns its global sequence."""
+        committed = self.events.append(ev)
+        self.committed.append(committed)
+        return committed.seq
+
+
+class ReadUnit:
+    """Repositories bound to one consistent read transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.sessions = SessionRepository(conn)
+        self.parts = PartRepository(conn)
+        self.events = EventLog(conn)
+        self.idempotency = IdempotencyRepository(conn)
+
+
+@dataclass
+class _Job(Generic[T]):
+    fn: Callable[[UnitOfWork], T]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[T]
+    result: Any = None
+    error: BaseException | None = None
+    committed: list[CommittedEvent] = field(default_factory=list)
+
+
+Publisher = Callable[[list[CommittedEvent]], None]
+
+
+def _make_engine(url: str, *, writer: bool) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy own transactions (pysqlite's implicit BEGIN breaks SAVEPOINT), WAL
+            # for concurrent readers, NORMAL sync is durable across process crashes in WAL mode.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # The writer takes the write lock up front so a transaction never fails on upgrade.
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+        return engine
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if not writer:
+        # One consistent snapshot per read (transcript pages, welcome frames).
+        options["isolation_level"] = "REPEATABLE READ"
+    return create_engine(url, **options)
+
+
+class Store:
+    """Owns the database engines, the writer thread and the reader pool."""
+
+    def __init__(self, url: str, *, readers: int = 4) -> None:
+        self.url = url
+        self.dialect = "sqlite" if url.startswith("sqlite") else "other"
+        self._writer_engine = _make_engine(url, writer=True)
+        self._reader_engine = _make_engine(url, writer=False)
+        self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="c2-db-read")
+        self._writer: threading.Thread | None = None
+        self._publish: Publisher | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Apply Alembic migrations up to head (idempotent)."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        with self._writer_engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    def start(self, publish: Publisher | None = None) -> None:
+        """Start the writer thread; `publish` is called on the event loop after each commit."""
+        self._publish = publish
+        self._writer = threading.Thread(target=self._write_loop, name="c2-db-writer", daemon=True)
+        self._writer.start()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._jobs.put(None)
+            self._writer.join(timeout=10)
+            self._writer = None
+        self._readers.shutdown(wait=True)
+        self._writer_engine.dispose()
+        self._reader_engine.dispose()
+
+    def ping(self) -> bool:
+        try:
+            with self._reader_engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run `fn` in a write transaction; events it emitted are published before this returns."""
+        if self._writer is None:
+            raise RuntimeError("store writer is not started")
+        loop = asyncio.get_running_loop()
+        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future())
+        self._jobs.put(job)
+        return await job.future
+
+    def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""
+        with self._writer_engine.begin() as conn:
+            return fn(UnitOfWork(conn))
+
+    def _write_loop(self) -> None:
+        conn = self._writer_engine.connect()
+        try:
+            while True:
+                first = self._jobs.get()
+                if first is None:
+                    return
+                batch: list[_Job[Any]] = [first]
+                stop = False
+                while len(batch) < MAX_GROUP:
+                    try:
+                        nxt = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                conn = self._run_batch(conn, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _run_batch(self, conn: Connection, batch: list[_Job[Any]]) -> Connection:
+        # Group commit: each job runs in its own SAVEPOINT so one failure rolls back only that
+        # job; the batch shares one COMMIT (one fsync) and then publishes in sequence order.
+        try:
+            with conn.begin():
+                for job in batch:
+                    uow = UnitOfWork(conn)
+                    try:
+                        with conn.begin_nested():
+                            job.result = job.fn(uow)
+                        job.committed = uow.committed
+                    except Exception as exc:
+                        job.error = exc
+        except Exception as exc:  # the COMMIT itself failed: nothing in the batch is durable
+            log.exception("store commit failed")
+            for job in batch:
+                job.error, job.committed = exc, []
+            conn.close()
+            conn = self._writer_engine.connect()
+        for job in batch:
+            job.loop.call_soon_threadsafe(self._settle, job)
+        return conn
+
+    def _settle(self, job: _Job[Any]) -> None:
+        # Runs on the event loop, in commit order: publish first so a caller that awaits the
+        # write observes its own events already delivered to the bus.
+        if job.committed and self._publish is not None:
+            self._publish(job.committed)
+        if job.future.done():
+            return
+        if job.error is not None:
+            job.future.set_exception(job.error)
+        else:
+            job.future.set_result(job.result)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def read(self, fn: Callable[[ReadUnit], T]) -> T:
+        """Run `fn` inside one consistent read transaction on a reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self.read_sync, fn)
+
+    def read_sync(self, fn: Callable[[ReadUnit], T]) -> T:
+        with self._reader_engine.connect() as conn, conn.begin():
+            return fn(ReadUnit(conn))
+
+
+def sqlite_url(home: Path) -> str:
+    return f"sqlite:///{home / 'c2.db'}"

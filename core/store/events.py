@@ -1,0 +1,85 @@
+"""The durable event log: append in the producing transaction, replay after a sequence.
+
+Payloads are stored as the exact wire JSON of the event so replay and live delivery send
+byte-identical frames and nothing is re-serialized per client.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, delete, func, insert, select
+
+from core.protocol import Event
+from core.session import utcnow
+from core.store.tables import EventRow
+
+_EVENTS = EventRow.__table__  # type: ignore[attr-defined]
+# Built once: constructing Core statements per call costs more than executing them.
+_INSERT = insert(_EVENTS)
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedEvent:
+    seq: int
+    session: str | None
+    payload: str  # wire JSON of the Event
+
+
+@dataclass(frozen=True, slots=True)
+class LogBounds:
+    first: int | None  # oldest retained seq
+    last: int  # newest seq, 0 when the log is empty
+
+
+def encode_event(ev: Event) -> str:
+    return json.dumps(ev.wire(), separators=(",", ":"), ensure_ascii=False)
+
+
+class EventLog:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def append(self, ev: Event) -> CommittedEvent:
+        """Insert `ev`; its seq is assigned by the database inside the current transaction."""
+        payload = encode_event(ev)
+        result = self._conn.execute(
+            _INSERT, {"session_id": ev.session, "payload": payload, "created_at": utcnow()}
+        )
+        seq = result.inserted_primary_key[0]  # type: ignore[index]
+        return CommittedEvent(seq=int(seq), session=ev.session, payload=payload)
+
+    def bounds(self) -> LogBounds:
+        row = self._conn.execute(select(func.min(_EVENTS.c.seq), func.max(_EVENTS.c.seq))).one()
+        return LogBounds(first=row[0], last=row[1] or 0)
+
+    def last_seq(self) -> int:
+        return int(self._conn.execute(select(func.max(_EVENTS.c.seq))).scalar() or 0)
+
+    def after(self, seq: int, *, session: str | None = None, limit: int = 500) -> list[CommittedEvent]:
+        """Events with a sequence greater than `seq`, oldest first (optionally one session's)."""
+        query = select(_EVENTS.c.seq, _EVENTS.c.session_id, _EVENTS.c.payload).where(
+            _EVENTS.c.seq > seq
+        )
+        if session is not None:
+            query = query.where(_EVENTS.c.session_id == session)
+        rows = self._conn.execute(query.order_by(_EVENTS.c.seq).limit(limit)).all()
+        return [CommittedEvent(seq=r[0], session=r[1], payload=r[2]) for r in rows]
+
+    def prune(self, older_than: timedelta, now: datetime | None = None) -> int:
+        """Drop events past the retention window; returns how many were removed."""
+        cutoff = (now or utcnow()) - older_than
+        # Keep the newest event so the log's high-water mark survives an idle period.
+        newest = self.last_seq()
+        result = self._conn.execute(
+            delete(_EVENTS).where(_EVENTS.c.created_at < cutoff, _EVENTS.c.seq < newest)
+        )
+        return int(result.rowcount or 0)
+
+
+def decode_payload(payload: str) -> dict[str, object]:
+    value = json.loads(payload)
+    assert isinstance(value, dict)
+    return value

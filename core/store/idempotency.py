@@ -1,0 +1,59 @@
+"""Idempotency records: the first outcome of an op per (device, request_id) (API.md §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, delete, insert, select
+
+from core.session import utcnow
+from core.store.tables import IdempotencyRow
+
+_IDEM = IdempotencyRow.__table__  # type: ignore[attr-defined]
+RETENTION = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    op_hash: str
+    status: int
+    body_json: str
+    created_at: datetime
+
+
+class IdempotencyRepository:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def get(self, device_id: str, request_id: str) -> IdempotencyRecord | None:
+        """The stored outcome, unless it is older than the 24 h window."""
+        row = self._conn.execute(
+            select(_IDEM).where(
+                _IDEM.c.device_id == device_id,
+                _IDEM.c.request_id == request_id,
+                _IDEM.c.created_at >= utcnow() - RETENTION,
+            )
+        ).first()
+        if row is None:
+            return None
+        return IdempotencyRecord(row.op_hash, row.status, row.body_json, row.created_at)
+
+    def put(self, device_id: str, request_id: str, op_hash: str, status: int, body: str) -> None:
+        self._conn.execute(
+            delete(_IDEM).where(_IDEM.c.device_id == device_id, _IDEM.c.request_id == request_id)
+        )
+        self._conn.execute(
+            insert(_IDEM).values(
+                device_id=device_id,
+                request_id=request_id,
+                op_hash=op_hash,
+                status=status,
+                body_json=body,
+                created_at=utcnow(),
+            )
+        )
+
+    def prune(self) -> int:
+        result = self._conn.execute(delete(_IDEM).where(_IDEM.c.created_at < utcnow() - RETENTION))
+        return int(result.rowcount or 0)

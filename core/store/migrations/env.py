@@ -1,0 +1,13 @@
+"""Alembic environment: runs on the connection the Store hands in (no ini file, no URL here)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from core.store import tables  # noqa: F401  (registers the metadata)
+from sqlmodel import SQLModel
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=SQLModel.metadata)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,94 @@
+"""Transcript rows: append with a per-session contiguous seq; bounded reads for paging.
+
+Paging policy (complete user turns, cursors) lives in core/transcript.py; this module only
+offers the indexed queries it needs, so a page never scans a whole session.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy import Connection, bindparam, func, insert, select
+
+from core.protocol import PART_ADAPTER, Part, TranscriptEntry
+from core.store.tables import PartRow
+
+_PARTS = PartRow.__table__  # type: ignore[attr-defined]
+Role = Literal["user", "agent"]
+# Built once: constructing Core statements per call costs more than executing them.
+_INSERT = insert(_PARTS)
+_MAX_SEQ = select(func.max(_PARTS.c.seq)).where(_PARTS.c.session_id == bindparam("sid"))
+
+
+def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
+    seq, role, raw = row
+    return TranscriptEntry(seq=seq, role=role, part=PART_ADAPTER.validate_json(raw))  # type: ignore[arg-type]
+
+
+class PartRepository:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def next_seq(self, session_id: str) -> int:
+        top = self.max_seq(session_id)
+        return 0 if top is None else top + 1
+
+    def append(self, session_id: str, role: Role, part: Part) -> int:
+        """Append one row; returns its seq (per session, from 0)."""
+        seq = self.next_seq(session_id)
+        self._conn.execute(
+            _INSERT,
+            {
+                "session_id": session_id,
+                "seq": seq,
+                "role": role,
+                "part_json": part.model_dump_json(exclude_none=True),
+            },
+        )
+        return seq
+
+    def max_seq(self, session_id: str) -> int | None:
+        top = self._conn.execute(_MAX_SEQ, {"sid": session_id}).scalar()
+        return None if top is None else int(top)
+
+    def min_seq(self, session_id: str) -> int | None:
+        low = self._conn.execute(
+            select(func.min(_PARTS.c.seq)).where(_PARTS.c.session_id == session_id)
+        ).scalar()
+        return None if low is None else int(low)
+
+    def role_of(self, session_id: str, seq: int) -> Role | None:
+        role = self._conn.execute(
+            select(_PARTS.c.role).where(_PARTS.c.session_id == session_id, _PARTS.c.seq == seq)
+        ).scalar()
+        return role  # type: ignore[no-any-return]
+
+    def user_seqs_before(self, session_id: str, below: int, limit: int) -> list[int]:
+        """Newest `limit` user-row seqs strictly below `below`, newest first (index scan)."""
+        rows = self._conn.execute(
+            select(_PARTS.c.seq)
+            .where(
+                _PARTS.c.session_id == session_id,
+                _PARTS.c.role == "user",
+                _PARTS.c.seq < below,
+            )
+            .order_by(_PARTS.c.seq.desc())
+            .limit(limit)
+        ).all()
+        return [int(r[0]) for r in rows]
+
+    def has_user_before(self, session_id: str, below: int) -> bool:
+        return bool(self.user_seqs_before(session_id, below, 1))
+
+    def range(self, session_id: str, start: int, end_inclusive: int) -> list[TranscriptEntry]:
+        """Rows with start <= seq <= end_inclusive, ascending."""
+        rows = self._conn.execute(
+            select(_PARTS.c.seq, _PARTS.c.role, _PARTS.c.part_json)
+            .where(
+                _PARTS.c.session_id == session_id,
+                _PARTS.c.seq >= start,
+                _PARTS.c.seq <= end_inclusive,
+            )
+            .order_by(_PARTS.c.seq)
+        ).all()
+        return [_entry((r[0], r[1], r[2])) for r in rows]

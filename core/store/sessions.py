@@ -1,0 +1,196 @@
+"""Session repository: maps `sessions` rows to `SessionRecord` and back.
+
+Activity writes are revision-aware (compare-and-set on the stored revision) so a stale writer
+can never roll a session's activity backwards (protocol: Durable session activity).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import Connection, insert, select, update
+
+from core.protocol import (
+    ConfigOption,
+    ContextWindow,
+    ExecutionPolicy,
+    FailedState,
+    ModelsState,
+    SessionActivity,
+    WorktreeBaseline,
+)
+from core.session import SessionRecord, utcnow
+from core.store.tables import SessionRow
+
+_SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
+_CONFIG_OPTIONS = TypeAdapter(list[ConfigOption])
+INTERRUPTED_MESSAGE = "C2 stopped before the turn finished"
+
+
+class ActivityConflictError(Exception):
+    """The stored activity revision is not the one the writer expected."""
+
+
+def _dump(model: Any) -> str | None:
+    if model is None:
+        return None
+    if isinstance(model, list):
+        return json.dumps([m.model_dump(mode="json") for m in model])
+    if isinstance(model, dict):
+        return json.dumps(model)
+    return str(model.model_dump_json())
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything we store is UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _to_row(rec: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "provider": rec.provider,
+        "title": rec.title,
+        "title_origin": rec.title_origin,
+        "model": rec.model,
+        "cwd": rec.cwd,
+        "project_path": rec.project_path,
+        "worktree_path": rec.worktree_path,
+        "worktree_baseline_json": _dump(rec.worktree_baseline),
+        "worktree_identity_json": _dump(rec.worktree_identity),
+        "worktree_discarded": rec.worktree_discarded,
+        "permission_mode": rec.policy.mode.value,
+        "sandbox_policy": rec.policy.sandbox.value,
+        "activity_json": _dump(rec.activity),
+        "acp_session_id": rec.acp_session_id,
+        "models_json": _dump(rec.models),
+        "config_options_json": _dump(rec.config_options),
+        "context_window_json": _dump(rec.context_window),
+        "archived": rec.archived,
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+    }
+
+
+def _from_row(row: Any) -> SessionRecord:
+    return SessionRecord(
+        id=row.id,
+        provider=row.provider,
+        title=row.title,
+        title_origin=row.title_origin,
+        model=row.model,
+        cwd=row.cwd,
+        project_path=row.project_path,
+        worktree_path=row.worktree_path,
+        worktree_baseline=(
+            WorktreeBaseline.model_validate_json(row.worktree_baseline_json)
+            if row.worktree_baseline_json
+            else None
+        ),
+        worktree_identity=(
+            json.loads(row.worktree_identity_json) if row.worktree_identity_json else None
+        ),
+        worktree_discarded=bool(row.worktree_discarded),
+        policy=ExecutionPolicy(mode=row.permission_mode, sandbox=row.sandbox_policy),
+        # Older rows without activity read as revision 0 + idle (protocol).
+        activity=(
+            SessionActivity.model_validate_json(row.activity_json)
+            if row.activity_json
+            else SessionActivity()
+        ),
+        acp_session_id=row.acp_session_id,
+        models=ModelsState.model_validate_json(row.models_json) if row.models_json else None,
+        config_options=(
+            _CONFIG_OPTIONS.validate_json(row.config_options_json)
+            if row.config_options_json
+            else []
+        ),
+        context_window=(
+            ContextWindow.model_validate_json(row.context_window_json)
+            if row.context_window_json
+            else None
+        ),
+        archived=bool(row.archived),
+        created_at=_aware(row.created_at),
+        updated_at=_aware(row.updated_at),
+    )
+
+
+class SessionRepository:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def insert(self, rec: SessionRecord) -> None:
+        self._conn.execute(insert(_SESSIONS).values(**_to_row(rec)))
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
+        return _from_row(row) if row is not None else None
+
+    def list_active(self) -> list[SessionRecord]:
+        """Non-archived sessions, newest first. A corrupt row fails the whole read."""
+        rows = self._conn.execute(
+            select(_SESSIONS)
+            .where(_SESSIONS.c.archived.is_(False))
+            .order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc())
+        ).all()
+        return [_from_row(r) for r in rows]
+
+    def save(self, rec: SessionRecord, *, expected_revision: int | None = None) -> None:
+        """Write every field of `rec`; with `expected_revision`, only if the stored activity
+        revision still equals it (raises ActivityConflictError otherwise)."""
+        if expected_revision is not None:
+            stored = self.stored_revision(rec.id)
+            if stored != expected_revision:
+                raise ActivityConflictError(
+                    f"session activity revision conflict for {rec.id}: "
+                    f"expected {expected_revision}, found {stored}"
+                )
+        values = _to_row(rec)
+        del values["id"], values["created_at"]
+        result = self._conn.execute(
+            update(_SESSIONS).where(_SESSIONS.c.id == rec.id).values(**values)
+        )
+        if result.rowcount == 0:
+            raise KeyError(rec.id)
+
+    def stored_revision(self, session_id: str) -> int | None:
+        raw = self._conn.execute(
+            select(_SESSIONS.c.activity_json).where(_SESSIONS.c.id == session_id)
+        ).scalar()
+        if raw is None:
+            return 0 if self.get(session_id) is not None else None
+        return SessionActivity.model_validate_json(raw).revision
+
+    def interrupt_in_flight(self) -> list[SessionRecord]:
+        """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1)."""
+        changed: list[SessionRecord] = []
+        rows = self._conn.execute(
+            select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
+        ).all()
+        for row in rows:
+            rec = _from_row(row)
+            state = rec.activity.state
+            if state.kind not in ("running", "awaiting_input"):
+                continue
+            failed = rec.evolve(
+                activity=SessionActivity(
+                    revision=rec.activity.revision + 1,
+                    state=FailedState(
+                        turn_id=getattr(state, "turn_id", None),
+                        reason="interrupted",
+                        message=INTERRUPTED_MESSAGE,
+                    ),
+                )
+            )
+            self.save(failed)
+            changed.append(failed)
+        return changed
+
+    def touch(self, session_id: str) -> None:
+        self._conn.execute(
+            update(_SESSIONS).where(_SESSIONS.c.id == session_id).values(updated_at=utcnow())
+        )

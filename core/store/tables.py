@@ -1,0 +1,86 @@
+"""SQLModel table definitions. Rows never leave core/store/: repositories map them to domain
+models. Every schema change here needs an Alembic revision in migrations/versions/.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Column, DateTime, Index, Integer, Text
+from sqlmodel import Field, SQLModel
+
+# SQLite only aliases the rowid (and so gives a cheap monotonic key) for `INTEGER PRIMARY KEY`;
+# PostgreSQL needs a 64-bit identity. One column type serves both.
+BigIntKey = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class SessionRow(SQLModel, table=True):
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, max_length=64)
+    provider: str = Field(max_length=200)
+    title: str = Field(sa_column=Column(Text, nullable=False))
+    title_origin: str = Field(default="default", max_length=16)
+    model: str | None = Field(default=None, sa_column=Column(Text))
+    cwd: str = Field(sa_column=Column(Text, nullable=False))
+    project_path: str | None = Field(default=None, sa_column=Column(Text))
+    worktree_path: str | None = Field(default=None, sa_column=Column(Text))
+    worktree_baseline_json: str | None = Field(default=None, sa_column=Column(Text))
+    worktree_identity_json: str | None = Field(default=None, sa_column=Column(Text))
+    worktree_discarded: bool = Field(default=False)
+    permission_mode: str = Field(max_length=32)
+    sandbox_policy: str = Field(max_length=32)
+    activity_json: str | None = Field(default=None, sa_column=Column(Text))
+    acp_session_id: str | None = Field(default=None, sa_column=Column(Text))
+    models_json: str | None = Field(default=None, sa_column=Column(Text))
+    config_options_json: str | None = Field(default=None, sa_column=Column(Text))
+    context_window_json: str | None = Field(default=None, sa_column=Column(Text))
+    archived: bool = Field(default=False)
+    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+    __table_args__ = (Index("ix_sessions_archived_created", "archived", "created_at"),)
+
+
+class PartRow(SQLModel, table=True):
+    """One transcript row; `seq` is per session, contiguous from 0 (original-behaviour §6.2)."""
+
+    __tablename__ = "parts"
+
+    session_id: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    role: str = Field(max_length=8)
+    part_json: str = Field(sa_column=Column(Text, nullable=False))
+
+    __table_args__ = (Index("ix_parts_session_role_seq", "session_id", "role", "seq"),)
+
+
+class EventRow(SQLModel, table=True):
+    """The append-only event log: a global, strictly increasing, durable sequence."""
+
+    __tablename__ = "events"
+
+    seq: int | None = Field(
+        default=None, sa_column=Column(BigIntKey, primary_key=True, autoincrement=True)
+    )
+    session_id: str | None = Field(default=None, max_length=64)
+    payload: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+    __table_args__ = (
+        Index("ix_events_session_seq", "session_id", "seq"),
+        Index("ix_events_created_at", "created_at"),
+    )
+
+
+class IdempotencyRow(SQLModel, table=True):
+    """First outcome of an op per (device, request_id), replayed on retry (API.md §1)."""
+
+    __tablename__ = "idempotency"
+
+    device_id: str = Field(primary_key=True, max_length=64)
+    request_id: str = Field(primary_key=True, max_length=128)
+    op_hash: str = Field(max_length=64)
+    status: int
+    body_json: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
