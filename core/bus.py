@@ -75,7 +75,11 @@ class EventBus:
         self._subs: set[Subscription] = set()
 
     def subscribe(
-        self, *, session: str | None = None, device_id: str | None = None, backlog: int = DEFAULT_BACKLOG
+        self,
+        *,
+        session: str | None = None,
+        device_id: str | None = None,
+        backlog: int = DEFAULT_BACKLOG,
     ) -> Subscription:
         sub = Subscription(session=session, device_id=device_id, backlog=backlog)
         self._subs.add(sub)

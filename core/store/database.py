@@ -157,12 +157,17 @@ class Store:
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in a write transaction; events it emitted are published before this returns."""
+        return await self.submit(fn)
+
+    def submit(self, fn: Callable[[UnitOfWork], T]) -> asyncio.Future[T]:
+        """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
+        order, so a producer may stream writes and await only the last one (group commit)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future())
         self._jobs.put(job)
-        return await job.future
+        return job.future
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""

@@ -58,7 +58,9 @@ class EventLog:
     def last_seq(self) -> int:
         return int(self._conn.execute(select(func.max(_EVENTS.c.seq))).scalar() or 0)
 
-    def after(self, seq: int, *, session: str | None = None, limit: int = 500) -> list[CommittedEvent]:
+    def after(
+        self, seq: int, *, session: str | None = None, limit: int = 500
+    ) -> list[CommittedEvent]:
         """Events with a sequence greater than `seq`, oldest first (optionally one session's)."""
         query = select(_EVENTS.c.seq, _EVENTS.c.session_id, _EVENTS.c.payload).where(
             _EVENTS.c.seq > seq

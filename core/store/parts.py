@@ -22,7 +22,7 @@ _MAX_SEQ = select(func.max(_PARTS.c.seq)).where(_PARTS.c.session_id == bindparam
 
 def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
     seq, role, raw = row
-    return TranscriptEntry(seq=seq, role=role, part=PART_ADAPTER.validate_json(raw))  # type: ignore[arg-type]
+    return TranscriptEntry(seq=seq, role=role, part=PART_ADAPTER.validate_json(raw))
 
 
 class PartRepository:
@@ -61,7 +61,7 @@ class PartRepository:
         role = self._conn.execute(
             select(_PARTS.c.role).where(_PARTS.c.session_id == session_id, _PARTS.c.seq == seq)
         ).scalar()
-        return role  # type: ignore[no-any-return]
+        return role
 
     def user_seqs_before(self, session_id: str, below: int, limit: int) -> list[int]:
         """Newest `limit` user-row seqs strictly below `below`, newest first (index scan)."""

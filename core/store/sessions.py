@@ -28,6 +28,19 @@ from core.store.tables import SessionRow
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 _CONFIG_OPTIONS = TypeAdapter(list[ConfigOption])
 INTERRUPTED_MESSAGE = "C2 stopped before the turn finished"
+# SessionRecord field -> the columns that store it.
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "title": ("title", "title_origin"),
+    "model": ("model",),
+    "policy": ("permission_mode", "sandbox_policy"),
+    "activity": ("activity_json",),
+    "acp_session_id": ("acp_session_id",),
+    "models": ("models_json",),
+    "config_options": ("config_options_json",),
+    "context_window": ("context_window_json",),
+    "archived": ("archived",),
+    "worktree_discarded": ("worktree_discarded",),
+}
 
 
 class ActivityConflictError(Exception):
@@ -139,9 +152,24 @@ class SessionRepository:
         ).all()
         return [_from_row(r) for r in rows]
 
-    def save(self, rec: SessionRecord, *, expected_revision: int | None = None) -> None:
-        """Write every field of `rec`; with `expected_revision`, only if the stored activity
-        revision still equals it (raises ActivityConflictError otherwise)."""
+    def save(self, rec: SessionRecord) -> None:
+        """Write every field of `rec` (creation-time and recovery writes)."""
+        values = _to_row(rec)
+        del values["id"], values["created_at"]
+        result = self._conn.execute(
+            update(_SESSIONS).where(_SESSIONS.c.id == rec.id).values(**values)
+        )
+        if result.rowcount == 0:
+            raise KeyError(rec.id)
+
+    def update(
+        self, rec: SessionRecord, fields: tuple[str, ...], *, expected_revision: int | None = None
+    ) -> None:
+        """Write only `fields` of `rec` (plus updated_at). With `expected_revision`, only if the
+        stored activity revision still equals it, else ActivityConflictError.
+
+        Targeted writes let independent producers (agent usage updates, policy changes,
+        activity transitions) share a row without overwriting each other's columns."""
         if expected_revision is not None:
             stored = self.stored_revision(rec.id)
             if stored != expected_revision:
@@ -149,8 +177,11 @@ class SessionRepository:
                     f"session activity revision conflict for {rec.id}: "
                     f"expected {expected_revision}, found {stored}"
                 )
-        values = _to_row(rec)
-        del values["id"], values["created_at"]
+        row = _to_row(rec)
+        values = {"updated_at": rec.updated_at}
+        for name in fields:
+            for column in _COLUMNS[name]:
+                values[column] = row[column]
         result = self._conn.execute(
             update(_SESSIONS).where(_SESSIONS.c.id == rec.id).values(**values)
         )

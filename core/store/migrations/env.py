@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
-
-from core.store import tables  # noqa: F401  (registers the metadata)
 from sqlmodel import SQLModel
+
+from core.store import auth_tables, tables  # noqa: F401  (registers the metadata)
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=SQLModel.metadata)

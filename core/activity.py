@@ -1,0 +1,78 @@
+"""Revisioned activity projection and the live turn that owns parked inputs.
+
+Every semantic transition bumps the revision by exactly one (original-behaviour §4.1); the
+functions here compute the next `SessionActivity`, the engine persists (CAS) and emits it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+from core.protocol import (
+    AwaitingInputState,
+    FailedState,
+    IdleState,
+    PendingInput,
+    RunningState,
+    SessionActivity,
+)
+
+INTERRUPTED = "C2 stopped before the turn finished"
+
+# One global FIFO order for pending inputs across sessions (protocol: pending.sequence).
+_sequence = itertools.count(1)
+
+
+def next_sequence() -> int:
+    return next(_sequence)
+
+
+@dataclass
+class ParkedInput:
+    pending: PendingInput
+    reply: asyncio.Future[str | None]
+
+
+@dataclass
+class LiveTurn:
+    """The single turn slot of a session and the permission requests parked in it."""
+
+    turn_id: str
+    request_id: str | None
+    parked: dict[str, ParkedInput] = field(default_factory=dict)
+    accepted: bool = False  # turn_started was committed
+
+    def pending(self) -> list[PendingInput]:
+        return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)
+
+    def state(self) -> RunningState | AwaitingInputState:
+        """Running, or awaiting_input while anything is parked."""
+        pending = self.pending()
+        if pending:
+            return AwaitingInputState(
+                turn_id=self.turn_id, prompt_request_id=self.request_id, pending=pending
+            )
+        return RunningState(turn_id=self.turn_id, prompt_request_id=self.request_id)
+
+    def drain(self) -> int:
+        """Answer every parked input `cancelled`; returns how many there were."""
+        drained = 0
+        for parked in self.parked.values():
+            if not parked.reply.done():
+                parked.reply.set_result(None)
+            drained += 1
+        self.parked.clear()
+        return drained
+
+
+def advance(
+    prev: SessionActivity, state: IdleState | RunningState | AwaitingInputState | FailedState
+) -> SessionActivity:
+    """The next revision of `prev` in `state`."""
+    return SessionActivity(revision=prev.revision + 1, state=state)
+
+
+def is_busy(activity: SessionActivity) -> bool:
+    return activity.state.kind in ("running", "awaiting_input")

@@ -1,0 +1,338 @@
+"""The ACP client side of one agent subprocess: `AgentProcess` (original-behaviour §9.1).
+
+Spawns the agent in its own process group, speaks JSON-RPC through the SDK's `Connection`,
+delivers translated updates to the engine's `AgentHandler` in order, and guarantees that a
+dying agent fails the in-flight request promptly and that `close()` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from acp.connection import Connection
+from acp.exceptions import RequestError
+
+from core.agents.stdio import NdjsonStdio, StderrTail, spawn, terminate_group
+from core.agents.translate import (
+    InvalidParams,
+    UpdateTranslator,
+    parse_config_options,
+    parse_models,
+    parse_stop_reason,
+)
+from core.agents.updates import (
+    AcpSessionInfo,
+    AgentError,
+    AgentHandler,
+    AgentUpdate,
+    ConfigOptionsUpdate,
+    PermissionAsk,
+    PlanUpdate,
+    TextChunk,
+    ThoughtChunk,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+from core.protocol import ConfigOption, StopReason
+
+__all__ = [
+    "AcpSessionInfo",
+    "AgentError",
+    "AgentHandler",
+    "AgentProcess",
+    "AgentUpdate",
+    "ConfigOptionsUpdate",
+    "LaunchSpec",
+    "PermissionAsk",
+    "PlanUpdate",
+    "TextChunk",
+    "ThoughtChunk",
+    "ToolCallUpdate",
+    "UsageUpdate",
+]
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+INITIALIZE_TIMEOUT = 30.0
+EXIT_DRAIN_GRACE = 0.5  # after exit, how long trailing output may take to arrive
+CANCEL_SEND_TIMEOUT = 5.0
+CLIENT_CAPABILITIES: dict[str, Any] = {
+    "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
+    "terminal": False,
+}
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How to start an agent: argv (never a shell line), full environment, working directory."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+class AgentProcess:
+    """One live agent subprocess and its ACP connection. Build with `AgentProcess.start`."""
+
+    def __init__(
+        self, process: asyncio.subprocess.Process, exited: asyncio.Event, handler: AgentHandler
+    ) -> None:
+        assert process.stdin and process.stdout and process.stderr
+        self._process = process
+        self._exited = exited
+        self._handler = handler
+        self.pid: int = process.pid
+        self.supports_load_session = False
+        self._translator = UpdateTranslator()
+        self._updates: asyncio.Queue[AgentUpdate | asyncio.Future[None]] = asyncio.Queue()
+        self._stderr = StderrTail()
+        self._stdio = NdjsonStdio(process.stdout, process.stdin, self._take_update)
+        self._conn = Connection(self._dispatch, self._stdio)
+        self._settled = asyncio.Event()  # exit observed and trailing output drained
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._pump_task = asyncio.create_task(self._pump(), name=f"agent-{self.pid}-updates")
+        self._tasks = [
+            self._pump_task,
+            asyncio.create_task(self._stderr.drain(process.stderr), name=f"agent-{self.pid}-err"),
+            asyncio.create_task(self._watch_exit(), name=f"agent-{self.pid}-exit"),
+        ]
+
+    @classmethod
+    async def start(
+        cls,
+        spec: LaunchSpec,
+        handler: AgentHandler,
+        *,
+        initialize_timeout: float = INITIALIZE_TIMEOUT,
+    ) -> AgentProcess:
+        """Spawn the agent and run ACP `initialize`; raises AgentError on either failing."""
+        if not await asyncio.to_thread(os.path.isdir, spec.cwd):
+            raise AgentError(f"working directory not found: {spec.cwd}")
+        try:
+            process, protocol = await spawn(spec.command, spec.args, spec.env, spec.cwd)
+        except FileNotFoundError:
+            raise AgentError(f"command not found: {spec.command}") from None
+        except PermissionError:
+            raise AgentError(f"command not executable: {spec.command}") from None
+        except OSError as exc:
+            raise AgentError(f"couldn't start {spec.command}: {exc.strerror or exc}") from None
+        agent = cls(process, protocol.exited, handler)
+        try:
+            try:
+                async with asyncio.timeout(initialize_timeout):
+                    await agent._initialize()
+            except TimeoutError:
+                message = f"initialize failed: no answer within {initialize_timeout:g} s"
+                raise AgentError(message) from None
+        except BaseException:
+            await agent.close(grace=0.5)
+            raise
+        return agent
+
+    async def _initialize(self) -> None:
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientInfo": {"name": "c2", "version": "0.1.0"},
+        }
+        try:
+            result = await self._request("initialize", params)
+        except AgentError as exc:
+            raise AgentError(f"initialize failed: {exc.message}") from None
+        caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+        # Must be boolean true; "yes" and friends do not count (§9.1).
+        self.supports_load_session = isinstance(caps, dict) and caps.get("loadSession") is True
+
+    # -- ACP requests -------------------------------------------------------------------------
+
+    async def new_session(self, cwd: str) -> AcpSessionInfo:
+        """`session/new` in `cwd` (no MCP servers)."""
+        result = await self._request("session/new", {"cwd": cwd, "mcpServers": []})
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise AgentError("session/new returned no sessionId")
+        return _session_info(session_id, result)
+
+    async def load_session(self, acp_session_id: str, cwd: str) -> AcpSessionInfo:
+        """`session/load`; the replayed history is not delivered, except usage updates."""
+        params = {"sessionId": acp_session_id, "cwd": cwd, "mcpServers": []}
+        try:
+            result = await self._request("session/load", params)
+        finally:
+            self._stdio.forget_loads()
+        self._translator.start_message()
+        return _session_info(acp_session_id, result)
+
+    async def prompt(self, acp_session_id: str, text: str) -> StopReason:
+        """Run one turn; returns after every update that preceded the answer was delivered."""
+        self._translator.start_message()
+        params = {"sessionId": acp_session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            result = await self._request("session/prompt", params)
+        except AgentError:
+            await self._delivered()
+            raise
+        await self._delivered()
+        return parse_stop_reason(result)
+
+    async def cancel(self, acp_session_id: str) -> None:
+        """Send `session/cancel`; never raises (the agent may already be gone)."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self._conn.send_notification("session/cancel", {"sessionId": acp_session_id}),
+                CANCEL_SEND_TIMEOUT,
+            )
+
+    async def set_model(self, acp_session_id: str, model_id: str) -> None:
+        """`session/set_model`."""
+        await self._request("session/set_model", {"sessionId": acp_session_id, "modelId": model_id})
+
+    async def set_config_option(
+        self, acp_session_id: str, config_id: str, value: str
+    ) -> list[ConfigOption]:
+        """`session/set_config_option`; returns the agent's new (select-only) option set."""
+        params = {"sessionId": acp_session_id, "configId": config_id, "value": value}
+        result = await self._request("session/set_config_option", params)
+        return parse_config_options(result.get("configOptions") if isinstance(result, dict) else [])
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs and its connection is open."""
+        return (
+            not self._closing and self._process.returncode is None and not self._stdio.eof.is_set()
+        )
+
+    async def close(self, grace: float = 2.0) -> None:
+        """Close stdin, wait `grace`, SIGTERM then SIGKILL the whole process group. Idempotent."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            await self._conn.close()  # fails outstanding requests, closes the agent's stdin
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exited.wait(), grace)
+            # Even after the leader left, its children may still be running in the group.
+            await terminate_group(self.pid, self._exited, grace)
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._closed.set()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    async def _request(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return await self._conn.send_request(method, params)
+        except RequestError as exc:
+            raise AgentError(_rpc_error_message(exc)) from None
+        except OSError:  # ConnectionError: the stream closed under the request
+            raise AgentError(await self._lost_message()) from None
+
+    async def _lost_message(self) -> str:
+        if not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), 2 * EXIT_DRAIN_GRACE)
+        code = self._process.returncode
+        if self._closing or code is None:
+            return "acp connection closed"
+        if code < 0:
+            try:
+                message = f"agent exited ({signal.Signals(-code).name})"
+            except ValueError:
+                message = f"agent exited (signal {-code})"
+        else:
+            message = f"agent exited (code {code})"
+        tail = self._stderr.last_line()
+        return f"{message}: {tail}" if tail else message
+
+    async def _watch_exit(self) -> None:
+        await self._exited.wait()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(EXIT_DRAIN_GRACE):
+                await self._stdio.eof.wait()
+                await self._stderr.done.wait()
+        self._settled.set()
+        if not self._closing:
+            logger.info("agent %d exited with %s", self.pid, self._process.returncode)
+        # A grandchild may hold stdout open, so EOF alone can't be relied on to fail requests.
+        await self._conn.close()
+
+    def _take_update(self, update: object, replay: bool) -> None:
+        # Runs inside the receive loop, in wire order (see NdjsonStdio).
+        translated = self._translator.translate(update)
+        if translated is None or (replay and not isinstance(translated, UsageUpdate)):
+            return
+        self._updates.put_nowait(translated)
+
+    async def _pump(self) -> None:
+        try:
+            while True:
+                item = await self._updates.get()
+                if isinstance(item, asyncio.Future):
+                    if not item.done():
+                        item.set_result(None)
+                    continue
+                try:
+                    await self._handler.on_update(item)
+                except Exception:
+                    logger.exception("agent update handler failed")
+        finally:
+            while not self._updates.empty():
+                item = self._updates.get_nowait()
+                if isinstance(item, asyncio.Future) and not item.done():
+                    item.set_result(None)
+
+    async def _delivered(self) -> None:
+        """Wait until every update queued so far has been handed to the handler."""
+        if self._pump_task.done():
+            return
+        marker: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._updates.put_nowait(marker)
+        await asyncio.wait([marker, self._pump_task], return_when=asyncio.FIRST_COMPLETED)
+
+    async def _dispatch(self, method: str, params: Any, is_notification: bool) -> Any:
+        if is_notification:
+            return None  # session/update is taken at the transport; nothing else is expected
+        if method != "session/request_permission":
+            raise RequestError(-32601, f"method not found: {method}", {"method": method})
+        try:
+            ask = self._translator.permission_ask(params)
+        except InvalidParams as exc:
+            raise RequestError(-32602, f"invalid params: {exc}") from None
+        await self._delivered()  # the engine sees the lead-up before the question
+        try:
+            choice = await self._handler.on_permission(ask)
+        except Exception:
+            logger.exception("permission handler failed; answering cancelled")
+            choice = None
+        if choice is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+
+def _session_info(session_id: str, result: Any) -> AcpSessionInfo:
+    body = result if isinstance(result, dict) else {}
+    return AcpSessionInfo(
+        acp_session_id=session_id,
+        models=parse_models(body.get("models")),
+        config_options=parse_config_options(body.get("configOptions")),
+    )
+
+
+def _rpc_error_message(exc: RequestError) -> str:
+    message = f"rpc error {exc.code}: {exc}"
+    details = exc.data.get("details") if isinstance(exc.data, dict) else None
+    if isinstance(details, str) and details.strip() and details.strip() != str(exc):
+        message += f" ({details.strip()[:500]})"
+    return message

@@ -1,0 +1,200 @@
+"""The agent subprocess and its newline-delimited JSON stdio, below the SDK's JSON-RPC layer.
+
+Owns spawning (own process group, big line limit), exit detection that does not depend on the
+pipes closing (a grandchild may hold stdout open), process-group termination, and the framing.
+`session/update` notifications are taken off the stream synchronously, in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+LINE_LIMIT = 64 * 1024 * 1024  # agents send single JSON lines well over 1 MiB
+STDERR_TAIL_BYTES = 4096
+
+
+class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Stream protocol that also reports process exit as soon as the child is reaped.
+
+    `Process.wait()` (Python 3.11) only returns once every pipe is closed, which never happens
+    while a surviving grandchild keeps stdout open; `process_exited` fires on reap.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+async def spawn(
+    command: str, args: list[str], env: dict[str, str], cwd: str
+) -> tuple[asyncio.subprocess.Process, AgentProtocol]:
+    """Start `command` in its own session/process group with piped stdio. No shell."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: AgentProtocol(LINE_LIMIT, loop),
+        command,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send `signum` to the process group; False when no member is left."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member changed credentials; nothing more we can do
+        logger.warning("not allowed to signal agent process group %d", pgid)
+        return False
+    return True
+
+
+async def terminate_group(pgid: int, exited: asyncio.Event, grace: float) -> None:
+    """SIGTERM the group, wait up to `grace` for the leader and the group to go, then SIGKILL."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    if signal_group(pgid, signal.SIGTERM):
+        while loop.time() < deadline:
+            if exited.is_set() and not signal_group(pgid, 0):
+                return
+            await asyncio.sleep(0.02)
+    signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(exited.wait(), timeout=max(grace, 1.0))
+
+
+class StderrTail:
+    """Drains the agent's stderr (so it can never block on a full pipe), keeping the tail."""
+
+    def __init__(self) -> None:
+        self._tail = bytearray()
+        self.done = asyncio.Event()
+
+    async def drain(self, reader: asyncio.StreamReader) -> None:
+        """Read until EOF; log what arrives at debug level."""
+        try:
+            while chunk := await reader.read(65536):
+                logger.debug("agent stderr: %s", chunk.decode(errors="replace").rstrip())
+                self._tail += chunk
+                del self._tail[:-STDERR_TAIL_BYTES]
+        finally:
+            self.done.set()
+
+    def last_line(self, limit: int = 300) -> str:
+        """The last non-blank stderr line, bounded, or ""."""
+        lines = [ln for ln in self._tail.decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1].strip()[:limit] if lines else ""
+
+
+class NdjsonStdio:
+    """SDK `Transport` over the agent's stdin/stdout, intercepting `session/update`.
+
+    The SDK runs every inbound notification as its own task; taking updates here, inside the
+    single receive loop, keeps their order exact and lets a prompt's response be ordered after
+    every update that preceded it on the wire. Updates arriving while a `session/load` request is
+    outstanding are flagged as replay (original-behaviour §3.3 step 5).
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_update: Callable[[object, bool], None],
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._on_update = on_update
+        self._write_lock = asyncio.Lock()
+        self._loads: set[object] = set()
+        self._closed = False
+        self.eof = asyncio.Event()
+
+    def forget_loads(self) -> None:
+        """Stop treating updates as replay (the load request finished or was abandoned)."""
+        self._loads.clear()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON line; raises ConnectionError when the agent can't take it."""
+        if message.get("method") == "session/load" and "id" in message:
+            self._loads.add(message["id"])
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        async with self._write_lock:
+            if self._closed or self._writer.is_closing():
+                raise ConnectionError("acp connection closed")
+            try:
+                self._writer.write(data)
+                await self._writer.drain()
+            except (OSError, RuntimeError) as exc:
+                raise ConnectionError("acp connection closed") from exc
+
+    async def receive(self) -> dict[str, Any] | None:
+        """Next message for the SDK; None at EOF. Updates are handed off, never returned."""
+        while True:
+            line = await self._read_line()
+            if line is None:
+                self.eof.set()
+                return None
+            try:
+                message = json.loads(line)
+            except ValueError:
+                logger.debug("ignoring a non-JSON line from the agent")
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("method") == "session/update" and "id" not in message:
+                params = message.get("params")
+                update = params.get("update") if isinstance(params, dict) else None
+                try:
+                    self._on_update(update, bool(self._loads))
+                except Exception:
+                    logger.exception("failed to handle a session/update")
+                continue
+            if "method" not in message and message.get("id") in self._loads:
+                self._loads.discard(message["id"])
+            return message
+
+    async def _read_line(self) -> bytes | None:
+        oversized = False
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                return exc.partial if exc.partial.strip() and not oversized else None
+            except asyncio.LimitOverrunError as exc:
+                # Bounded memory: a line over LINE_LIMIT is skipped, not buffered without end.
+                await self._reader.readexactly(exc.consumed)
+                oversized = True
+                continue
+            if oversized:
+                logger.warning("dropped an agent line longer than %d bytes", LINE_LIMIT)
+                oversized = False
+                continue
+            if line.strip():
+                return line
+
+    async def close(self) -> None:
+        """Close the agent's stdin (EOF tells a well-behaved agent to exit)."""
+        # No write lock: a send stuck on a full pipe must not block closing.
+        self._closed = True
+        with contextlib.suppress(OSError, RuntimeError):
+            self._writer.close()

@@ -1,0 +1,247 @@
+"""ACP JSON (as received) to domain values: session updates, permission asks, models, options.
+
+Works on raw decoded JSON rather than SDK models so that fields the SDK schema drops (session
+`models`) or coerces (`loadSession: "yes"`) are read exactly as original-behaviour §3.8/§8.4/§9.1
+describe. Pure: no I/O; per-connection state lives in `UpdateTranslator`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from core.agents.agent_input import project_agent_input
+from core.agents.updates import (
+    AgentUpdate,
+    ConfigOptionsUpdate,
+    PermissionAsk,
+    PlanUpdate,
+    TextChunk,
+    ThoughtChunk,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+from core.protocol import ConfigChoice, ConfigOption, ModelChoice, ModelsState, StopReason
+
+logger = logging.getLogger(__name__)
+
+TOOL_MEMORY_LIMIT = 256
+DEFAULT_PERMISSION_TITLE = "Tool call"
+
+
+class InvalidParams(ValueError):
+    """An inbound request's params don't have the shape ACP requires."""
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _non_blank(value: object) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _text_of(content: object) -> str | None:
+    if isinstance(content, dict) and content.get("type") == "text":
+        return _str(content.get("text"))
+    return None
+
+
+class UpdateTranslator:
+    """Translates `session/update` payloads; remembers tool titles/kinds and the message id."""
+
+    def __init__(self) -> None:
+        # toolCallId -> (last non-blank title, last kind); bounded, least recently updated out.
+        self._tools: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        self._message_id: str | None = None
+
+    def start_message(self) -> None:
+        """Forget the current message id: the next text chunk starts a new message."""
+        self._message_id = None
+
+    def remembered_title(self, tool_call_id: str) -> str | None:
+        """The last non-blank title seen for a tool call id, if still remembered."""
+        entry = self._tools.get(tool_call_id)
+        return entry[0] if entry else None
+
+    def translate(self, update: object) -> AgentUpdate | None:
+        """Domain form of one `update` object, or None when §3.8 drops it."""
+        if not isinstance(update, dict):
+            return None
+        variant = update.get("sessionUpdate")
+        if variant == "agent_message_chunk":
+            return self._text_chunk(update)
+        if variant == "agent_thought_chunk":
+            text = _text_of(update.get("content"))
+            if text is None:
+                return None
+            self.start_message()
+            return ThoughtChunk(text=text)
+        if variant == "tool_call":
+            return self._tool_call(update, is_update=False)
+        if variant == "tool_call_update":
+            return self._tool_call(update, is_update=True)
+        if variant == "plan":
+            entries = update.get("entries")
+            if not isinstance(entries, list):
+                return None
+            self.start_message()
+            return PlanUpdate(
+                entries=[
+                    e["content"]
+                    for e in entries
+                    if isinstance(e, dict) and isinstance(e.get("content"), str)
+                ]
+            )
+        if variant == "usage_update":
+            used, size = _count(update.get("used")), _count(update.get("size"))
+            return (
+                UsageUpdate(used=used, size=size) if used is not None and size is not None else None
+            )
+        if variant == "config_option_update":
+            return ConfigOptionsUpdate(options=parse_config_options(update.get("configOptions")))
+        return None  # user_message_chunk, available_commands_update, unknown variants
+
+    def _text_chunk(self, update: dict[str, Any]) -> TextChunk | None:
+        text = _text_of(update.get("content"))
+        if text is None:
+            return None
+        acp_id = _non_blank(update.get("messageId"))
+        if acp_id is not None:
+            self._message_id = acp_id
+        elif self._message_id is None:
+            self._message_id = uuid.uuid4().hex
+        return TextChunk(message_id=self._message_id, text=text)
+
+    def _tool_call(self, update: dict[str, Any], *, is_update: bool) -> ToolCallUpdate | None:
+        tool_id = _str(update.get("toolCallId"))
+        if tool_id is None:
+            return None
+        self.start_message()
+        title, kind = _non_blank(update.get("title")), _str(update.get("kind"))
+        status = _str(update.get("status"))
+        known_title, known_kind = self._tools.pop(tool_id, (None, None))
+        self._tools[tool_id] = (title or known_title, kind or known_kind)
+        while len(self._tools) > TOOL_MEMORY_LIMIT:
+            self._tools.popitem(last=False)
+        if is_update:
+            return ToolCallUpdate(
+                id=tool_id,
+                title=title or known_title or "",
+                status=status or "in_progress",
+                kind=kind or known_kind,
+                agent_input=None,
+            )
+        return ToolCallUpdate(
+            id=tool_id,
+            title=_str(update.get("title")) or "",
+            status=status or "pending",
+            kind=kind,
+            agent_input=project_agent_input(update.get("rawInput"), kind=kind, title=title),
+        )
+
+    def permission_ask(self, params: object) -> PermissionAsk:
+        """Domain form of `session/request_permission` params; raises InvalidParams."""
+        if not isinstance(params, dict):
+            raise InvalidParams("params must be an object")
+        tool_call = params.get("toolCall")
+        if not isinstance(tool_call, dict) or _str(tool_call.get("toolCallId")) is None:
+            raise InvalidParams("toolCall.toolCallId is required")
+        tool_id: str = tool_call["toolCallId"]
+        raw_options = params.get("options")
+        if not isinstance(raw_options, list):
+            raise InvalidParams("options must be an array")
+        options: list[tuple[str, str, str]] = []
+        for option in raw_options:
+            if not isinstance(option, dict):
+                raise InvalidParams("each option must be an object")
+            option_id, name = _str(option.get("optionId")), _str(option.get("name"))
+            kind = _str(option.get("kind"))
+            if option_id is None or name is None or kind is None:
+                raise InvalidParams("each option needs optionId, name and kind")
+            options.append((option_id, name, kind))
+        title = (
+            _non_blank(tool_call.get("title"))
+            or self.remembered_title(tool_id)
+            or DEFAULT_PERMISSION_TITLE
+        )
+        return PermissionAsk(
+            tool_call_id=tool_id, title=title, kind=_str(tool_call.get("kind")), options=options
+        )
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def parse_config_options(raw: object) -> list[ConfigOption]:
+    """Select-type options (a missing type counts as select), grouped choices flattened (§8.4)."""
+    if not isinstance(raw, list):
+        return []
+    options: list[ConfigOption] = []
+    for item in raw:
+        if not isinstance(item, dict) or item.get("type", "select") != "select":
+            continue
+        option_id, name = _str(item.get("id")), _str(item.get("name"))
+        if option_id is None or name is None:
+            continue
+        options.append(
+            ConfigOption(
+                id=option_id,
+                name=name,
+                category=_str(item.get("category")),
+                current=_str(item.get("currentValue")) or "",
+                choices=_flatten_choices(item.get("options")),
+            )
+        )
+    return options
+
+
+def _flatten_choices(raw: object) -> list[ConfigChoice]:
+    choices: list[ConfigChoice] = []
+    if not isinstance(raw, list):
+        return choices
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("options"), list) and "value" not in item:
+            choices.extend(_flatten_choices(item["options"]))  # a {group, name, options} group
+            continue
+        value, name = _str(item.get("value")), _str(item.get("name"))
+        if value is not None and name is not None:
+            choices.append(
+                ConfigChoice(id=value, name=name, description=_str(item.get("description")))
+            )
+    return choices
+
+
+def parse_models(raw: object) -> ModelsState | None:
+    """The session's `models` ({availableModels, currentModelId}), None if absent or empty."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("availableModels"), list):
+        return None
+    available = [
+        ModelChoice(
+            id=m["modelId"],
+            name=_str(m.get("name")) or m["modelId"],
+            description=_str(m.get("description")),
+        )
+        for m in raw["availableModels"]
+        if isinstance(m, dict) and isinstance(m.get("modelId"), str)
+    ]
+    if not available:
+        return None
+    return ModelsState(available=available, current=_str(raw.get("currentModelId")) or "")
+
+
+def parse_stop_reason(result: object) -> StopReason:
+    """The `stopReason` of a `session/prompt` result; unknown values count as end_turn."""
+    value = result.get("stopReason") if isinstance(result, dict) else None
+    try:
+        return StopReason(str(value))
+    except ValueError:
+        logger.warning("agent returned an unknown stop reason %r; treating it as end_turn", value)
+        return StopReason.END_TURN

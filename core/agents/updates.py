@@ -1,0 +1,102 @@
+"""Domain values the ACP client hands to the engine: agent updates, permission asks, errors.
+
+Plain frozen dataclasses, no I/O. The ACP wire shapes never leave core/agents/; the engine only
+sees these (original-behaviour §3.8, §1.9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from core.protocol import ConfigOption, ModelsState
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    """An `agent_message_chunk` with text content; `message_id` is stable for one message."""
+
+    message_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtChunk:
+    """An `agent_thought_chunk` with text content."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallUpdate:
+    """A `tool_call` or `tool_call_update`, with remembered title/kind filled in."""
+
+    id: str
+    title: str
+    status: str
+    kind: str | None
+    agent_input: dict[str, str] | None
+
+
+@dataclass(frozen=True)
+class PlanUpdate:
+    """A `plan` update reduced to its entries' content."""
+
+    entries: list[str]
+
+
+@dataclass(frozen=True)
+class UsageUpdate:
+    """A `usage_update`: tokens in context and the context window size."""
+
+    used: int
+    size: int
+
+
+@dataclass(frozen=True)
+class ConfigOptionsUpdate:
+    """A `config_option_update`: the agent's full, select-only option set."""
+
+    options: list[ConfigOption]
+
+
+AgentUpdate: TypeAlias = (
+    TextChunk | ThoughtChunk | ToolCallUpdate | PlanUpdate | UsageUpdate | ConfigOptionsUpdate
+)
+
+
+@dataclass(frozen=True)
+class PermissionAsk:
+    """A `session/request_permission` from the agent, options in ACP order."""
+
+    tool_call_id: str
+    title: str
+    kind: str | None
+    options: list[tuple[str, str, str]]  # (optionId, name, ACP kind e.g. "allow_once")
+
+
+@dataclass(frozen=True)
+class AcpSessionInfo:
+    """What `session/new` / `session/load` reported about the agent-side session."""
+
+    acp_session_id: str
+    models: ModelsState | None
+    config_options: list[ConfigOption]
+
+
+class AgentHandler(Protocol):
+    """The engine's side of one agent connection."""
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        """Called sequentially, in arrival order."""
+
+    async def on_permission(self, ask: PermissionAsk) -> str | None:
+        """Return the chosen optionId, or None for cancelled. Called concurrently."""
+
+
+class AgentError(Exception):
+    """An agent failure; `str(error)` is what users see (e.g. "rpc error -32000: boom")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

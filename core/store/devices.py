@@ -1,0 +1,156 @@
+"""Device repository: paired devices, one-time pairing tokens and single-use stream tickets.
+
+Callers hand in sha256 digests, never secrets; lookups compare digests in constant time.
+Redeeming a token or ticket is a conditional write, atomic under the single writer.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, delete, insert, or_, select, update
+
+from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
+
+_DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
+_TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]
+_TICKETS = StreamTicketRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: str
+    name: str
+    created_at: datetime
+    last_seen: datetime | None
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; everything we store is UTC.
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def _device(row: object) -> Device:
+    created = _aware(row.created_at)  # type: ignore[attr-defined]
+    assert created is not None
+    return Device(
+        id=row.id,  # type: ignore[attr-defined]
+        name=row.name,  # type: ignore[attr-defined]
+        created_at=created,
+        last_seen=_aware(row.last_seen),  # type: ignore[attr-defined]
+    )
+
+
+class DeviceRepository:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    # -- devices -------------------------------------------------------------------------------
+
+    def create(self, device_id: str, name: str, bearer_hash: str, now: datetime) -> Device:
+        self._conn.execute(
+            insert(_DEVICES).values(
+                id=device_id, name=name, bearer_hash=bearer_hash, created_at=now, last_seen=None
+            )
+        )
+        return Device(id=device_id, name=name, created_at=now, last_seen=None)
+
+    def by_bearer(self, bearer_hash: str) -> Device | None:
+        """The device whose bearer digest is `bearer_hash`."""
+        row = self._conn.execute(
+            select(_DEVICES).where(_DEVICES.c.bearer_hash == bearer_hash)
+        ).first()
+        if row is None or not hmac.compare_digest(row.bearer_hash, bearer_hash):
+            return None
+        return _device(row)
+
+    def get(self, device_id: str) -> Device | None:
+        row = self._conn.execute(select(_DEVICES).where(_DEVICES.c.id == device_id)).first()
+        return _device(row) if row is not None else None
+
+    def all(self) -> list[Device]:
+        rows = self._conn.execute(
+            select(_DEVICES).order_by(_DEVICES.c.created_at, _DEVICES.c.id)
+        ).all()
+        return [_device(r) for r in rows]
+
+    def delete(self, device_id: str) -> bool:
+        """Remove the device and its unredeemed tickets; False when it did not exist."""
+        self._conn.execute(delete(_TICKETS).where(_TICKETS.c.device_id == device_id))
+        result = self._conn.execute(delete(_DEVICES).where(_DEVICES.c.id == device_id))
+        return bool(result.rowcount)
+
+    def touch(self, seen: dict[str, datetime]) -> None:
+        """Record last-seen times; never moves a device's last_seen backwards."""
+        for device_id, moment in seen.items():
+            self._conn.execute(
+                update(_DEVICES)
+                .where(
+                    _DEVICES.c.id == device_id,
+                    or_(_DEVICES.c.last_seen.is_(None), _DEVICES.c.last_seen < moment),
+                )
+                .values(last_seen=moment)
+            )
+
+    # -- pairing tokens ------------------------------------------------------------------------
+
+    def add_pairing_token(self, token_hash: str, now: datetime, expires_at: datetime) -> None:
+        self._conn.execute(
+            insert(_TOKENS).values(
+                token_hash=token_hash, created_at=now, expires_at=expires_at, used_at=None
+            )
+        )
+
+    def redeem_pairing_token(self, token_hash: str, now: datetime) -> bool:
+        """Mark the token used if it is unused and unexpired; True when this call redeemed it."""
+        row = self._conn.execute(
+            select(_TOKENS.c.token_hash).where(_TOKENS.c.token_hash == token_hash)
+        ).first()
+        if row is None or not hmac.compare_digest(row.token_hash, token_hash):
+            return False
+        result = self._conn.execute(
+            update(_TOKENS)
+            .where(
+                _TOKENS.c.token_hash == token_hash,
+                _TOKENS.c.used_at.is_(None),
+                _TOKENS.c.expires_at > now,
+            )
+            .values(used_at=now)
+        )
+        return bool(result.rowcount)
+
+    # -- stream tickets ------------------------------------------------------------------------
+
+    def add_ticket(self, ticket_hash: str, device_id: str, expires_at: datetime) -> None:
+        self._conn.execute(
+            insert(_TICKETS).values(
+                ticket_hash=ticket_hash, device_id=device_id, expires_at=expires_at
+            )
+        )
+
+    def redeem_ticket(self, ticket_hash: str, now: datetime) -> Device | None:
+        """Consume the ticket; its device when it was valid, unexpired and the device exists."""
+        row = self._conn.execute(
+            select(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash)
+        ).first()
+        if row is None or not hmac.compare_digest(row.ticket_hash, ticket_hash):
+            return None
+        self._conn.execute(delete(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash))
+        expires_at = _aware(row.expires_at)
+        if expires_at is None or expires_at <= now:
+            return None
+        return self.get(row.device_id)
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def prune(self, now: datetime) -> int:
+        """Drop expired or used pairing tokens and expired tickets; returns rows removed."""
+        tokens = self._conn.execute(
+            delete(_TOKENS).where(or_(_TOKENS.c.expires_at <= now, _TOKENS.c.used_at.is_not(None)))
+        )
+        tickets = self._conn.execute(delete(_TICKETS).where(_TICKETS.c.expires_at <= now))
+        return int(tokens.rowcount or 0) + int(tickets.rowcount or 0)

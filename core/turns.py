@@ -1,0 +1,247 @@
+"""Agent → core traffic of one live session: updates become transcript rows and events,
+permission requests are decided by policy or parked until a client answers.
+
+Each update's row and event commit in one transaction before any client sees the event
+(protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
+by fsync; the writer commits them in order and in groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from core.activity import ParkedInput, advance, next_sequence
+from core.agents.updates import (
+    AgentUpdate,
+    ConfigOptionsUpdate,
+    PermissionAsk,
+    PlanUpdate,
+    TextChunk,
+    ThoughtChunk,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+from core.permissions import Decision, automatic_answer, decide
+from core.protocol import (
+    AgentText,
+    AgentThought,
+    ConfigOptions,
+    ContextWindow,
+    ContextWindowEvent,
+    Event,
+    PendingInput,
+    PermissionRequest,
+    PlanEvent,
+    PlanPart,
+    ReasoningPart,
+    RunState,
+    SessionActivityChanged,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    Usage,
+)
+from core.store.database import Store, UnitOfWork
+
+if TYPE_CHECKING:
+    from core.live import LiveSession
+
+log = logging.getLogger(__name__)
+# Queued-but-uncommitted updates per session before the reader waits for the writer.
+MAX_IN_FLIGHT = 512
+
+
+class SessionHandler:
+    """The AgentHandler of one live session."""
+
+    def __init__(self, live: LiveSession, store: Store) -> None:
+        self._live = live
+        self._store = store
+        self._in_flight: deque[asyncio.Future[None]] = deque()
+
+    # -- updates -------------------------------------------------------------------------------
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        sid = self._live.id
+        write: Callable[[UnitOfWork], None]
+        if isinstance(update, TextChunk):
+            chunk = update
+
+            def write(uow: UnitOfWork) -> None:
+                seq = uow.parts.append(sid, "agent", TextPart(text=chunk.text))
+                uow.emit(
+                    AgentText(
+                        session=sid,
+                        message_id=chunk.message_id,
+                        text=chunk.text,
+                        transcript_seq=seq,
+                    )
+                )
+
+        elif isinstance(update, ThoughtChunk):
+            thought = update
+
+            def write(uow: UnitOfWork) -> None:
+                seq = uow.parts.append(sid, "agent", ReasoningPart(text=thought.text))
+                uow.emit(AgentThought(session=sid, text=thought.text, transcript_seq=seq))
+
+        elif isinstance(update, ToolCallUpdate):
+            tool = update
+
+            def write(uow: UnitOfWork) -> None:
+                part = ToolCallPart(
+                    id=tool.id,
+                    title=tool.title,
+                    status=tool.status,
+                    tool_kind=tool.kind,
+                    agent_input=tool.agent_input,
+                )
+                seq = uow.parts.append(sid, "agent", part)
+                uow.emit(
+                    ToolCall(
+                        session=sid,
+                        id=tool.id,
+                        title=tool.title,
+                        status=tool.status,
+                        kind=tool.kind,
+                        agent_input=tool.agent_input,
+                        transcript_seq=seq,
+                    )
+                )
+
+        elif isinstance(update, PlanUpdate):
+            plan = update
+
+            def write(uow: UnitOfWork) -> None:
+                seq = uow.parts.append(sid, "agent", PlanPart(entries=plan.entries))
+                uow.emit(PlanEvent(session=sid, entries=plan.entries, transcript_seq=seq))
+
+        elif isinstance(update, UsageUpdate):
+            # Session-level state, not transcript content (protocol: context_window).
+            window = ContextWindow(used_tokens=update.used, context_window=update.size)
+            self._live.record = self._live.record.evolve(context_window=window)
+            record = self._live.record
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("context_window",))
+                uow.emit(Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0))
+                uow.emit(
+                    ContextWindowEvent(
+                        session=sid,
+                        used_tokens=window.used_tokens,
+                        context_window=window.context_window,
+                    )
+                )
+
+        elif isinstance(update, ConfigOptionsUpdate):
+            self._live.record = self._live.record.evolve(config_options=update.options)
+            record, options = self._live.record, update.options
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("config_options",))
+                uow.emit(ConfigOptions(session=sid, options=options))
+
+        else:  # pragma: no cover - the union is closed
+            return
+        await self._queue(write)
+
+    async def _queue(self, write: Callable[[UnitOfWork], None]) -> None:
+        future = self._store.submit(write)
+        future.add_done_callback(_log_failed_write)
+        self._in_flight.append(future)
+        while self._in_flight and self._in_flight[0].done():
+            self._in_flight.popleft()
+        if len(self._in_flight) > MAX_IN_FLIGHT:
+            await asyncio.shield(self._in_flight[-1])
+
+    async def flush(self) -> None:
+        """Wait until every queued update is committed (before the turn's closing events)."""
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            self._in_flight.clear()
+
+    # -- permissions ---------------------------------------------------------------------------
+
+    async def on_permission(self, ask: PermissionAsk) -> str | None:
+        live = self._live
+        decision = decide(live.record.policy, ask.kind)
+        if decision is not Decision.ASK:
+            # Automatic decisions emit nothing and leave activity alone (§2.2).
+            return automatic_answer(decision, ask.options)
+        await self.flush()  # earlier stream events precede the park in the log
+        async with live.lock:
+            turn = live.turn
+            if turn is None or not turn.accepted:
+                return None  # no accepted turn to park in: answered cancelled (§5.1)
+            pending = PendingInput(
+                input_id=str(uuid.uuid4()),
+                title=ask.title,
+                options=[(oid, name) for oid, name, _kind in ask.options],
+                sequence=next_sequence(),
+            )
+            reply: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            turn.parked[pending.input_id] = ParkedInput(pending=pending, reply=reply)
+            # Activity (awaiting_input) first, then the request itself (§5.1).
+            request = PermissionRequest(
+                session=live.id,
+                request_id=pending.input_id,
+                title=pending.title,
+                options=pending.options,
+            )
+            try:
+                await commit_turn_state(self._store, live, extra=(request,))
+            except Exception:
+                turn.parked.pop(pending.input_id, None)
+                log.exception("could not park permission request for %s", live.id)
+                return None
+        return await reply
+
+
+async def commit_turn_state(
+    store: Store, live: LiveSession, *, extra: tuple[Event, ...] = ()
+) -> None:
+    """Persist the live turn's state as the next activity revision (CAS), emit it, then
+    `extra` events, in one transaction. Caller holds `live.lock`."""
+    assert live.turn is not None
+    await commit_activity(store, live, live.turn.state(), extra=extra)
+
+
+async def commit_activity(
+    store: Store,
+    live: LiveSession,
+    state: RunState,
+    *,
+    extra: tuple[Event, ...] = (),
+    before: tuple[Callable[[UnitOfWork], None], ...] = (),
+    after: tuple[Callable[[UnitOfWork], None], ...] = (),
+) -> int:
+    """Advance the activity to `state` (revision+1, CAS-guarded) and emit it, then `extra`,
+    in one transaction between the `before` and `after` steps; returns the last sequence."""
+    prev = live.record.activity
+    activity = advance(prev, state)
+    record = live.record.evolve(activity=activity)
+
+    def write(uow: UnitOfWork) -> int:
+        for step in before:
+            step(uow)
+        uow.sessions.update(record, ("activity",), expected_revision=prev.revision)
+        seq = uow.emit(SessionActivityChanged(session=live.id, activity=activity))
+        for ev in extra:
+            seq = uow.emit(ev)
+        for step in after:
+            step(uow)
+        return seq
+
+    seq = await store.write(write)
+    live.record = live.record.evolve(activity=activity)
+    return seq
+
+
+def _log_failed_write(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("agent update was not persisted", exc_info=future.exception())

@@ -1,0 +1,128 @@
+"""Worktree baselines and session checkouts (GitPython), plus their async entry points.
+
+The sync functions do the git work; the engine awaits the `*_async` wrappers, which run them
+in a worker thread under one asyncio.Lock per repository, because GitPython has no worktree
+API and concurrent `git worktree add` on one repository races (ARCHITECTURE.md §Seams).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from core.protocol import WorktreeBase, WorktreeBaseline
+from core.worktrees.baselines import (
+    ORIGIN_HEAD,
+    BaselineOption,
+    preview_baselines,
+    resolve_baseline,
+)
+from core.worktrees.checkouts import (
+    BRANCH_PREFIX,
+    CreatedWorktree,
+    DiscardResult,
+    branch_for,
+    create_worktree,
+    discard_worktree,
+    validate_worktree,
+)
+from core.worktrees.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
+from core.worktrees.repository import common_dir_of, resolve_dir
+
+__all__ = [
+    "BRANCH_PREFIX",
+    "ORIGIN_HEAD",
+    "BaselineChangedError",
+    "BaselineOption",
+    "CreatedWorktree",
+    "DiscardResult",
+    "WorktreeError",
+    "WorktreeUnavailableError",
+    "branch_for",
+    "create_worktree",
+    "create_worktree_async",
+    "discard_worktree",
+    "discard_worktree_async",
+    "preview_baselines",
+    "preview_baselines_async",
+    "resolve_baseline",
+    "resolve_baseline_async",
+    "validate_worktree",
+    "validate_worktree_async",
+]
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
+
+# asyncio locks belong to one event loop, so the registry is per loop (tests run many loops).
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _repository_lock(key: Path) -> asyncio.Lock:
+    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(str(key), asyncio.Lock())
+
+
+async def _lock_key(cwd: str) -> Path:
+    common = await asyncio.to_thread(common_dir_of, cwd)
+    return common if common is not None else resolve_dir(cwd)
+
+
+async def _exclusive(
+    key: Path, call: Callable[[], T], undo: Callable[[T], object] | None = None
+) -> T:
+    """Run `call` in a worker thread while holding the repository's lock."""
+    async with _repository_lock(key):
+        work = asyncio.ensure_future(asyncio.to_thread(call))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            # A git command cannot be interrupted: keep the repository locked until the thread
+            # ends, then undo what it made, since the cancelled caller will never record it.
+            await asyncio.wait({work})
+            if undo is not None and not work.cancelled() and work.exception() is None:
+                try:
+                    await asyncio.to_thread(undo, work.result())
+                except WorktreeError:
+                    _log.warning(
+                        "cleanup after a cancelled worktree operation failed", exc_info=True
+                    )
+            raise
+
+
+async def preview_baselines_async(cwd: str) -> list[BaselineOption]:
+    """preview_baselines in a worker thread (reads refs only, so no lock)."""
+    return await asyncio.to_thread(preview_baselines, cwd)
+
+
+async def resolve_baseline_async(cwd: str, base: WorktreeBase) -> WorktreeBaseline:
+    """resolve_baseline in a worker thread (reads refs only, so no lock)."""
+    return await asyncio.to_thread(resolve_baseline, cwd, base)
+
+
+async def create_worktree_async(
+    source_cwd: str, session_id: str, base: WorktreeBase, expected_sha: str | None, root: Path
+) -> CreatedWorktree:
+    """create_worktree in a worker thread, serialised per repository."""
+    call = partial(create_worktree, source_cwd, session_id, base, expected_sha, root)
+    return await _exclusive(await _lock_key(source_cwd), call, undo=discard_worktree)
+
+
+async def validate_worktree_async(created: CreatedWorktree | Mapping[str, Any]) -> None:
+    """validate_worktree in a worker thread."""
+    await asyncio.to_thread(validate_worktree, created)
+
+
+async def discard_worktree_async(created: CreatedWorktree | Mapping[str, Any]) -> DiscardResult:
+    """discard_worktree in a worker thread, serialised per repository."""
+    identity = created.identity if isinstance(created, CreatedWorktree) else created
+    key = identity.get("common_dir")
+    lock_key = Path(str(key)) if key else Path(str(identity.get("worktree_path", "")))
+    return await _exclusive(lock_key, partial(discard_worktree, created))

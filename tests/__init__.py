@@ -1,0 +1,1 @@
+"""c2 test suite."""

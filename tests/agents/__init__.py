@@ -1,0 +1,1 @@
+"""Test agents: real ACP subprocesses driven by directives in the prompt text."""

@@ -1,0 +1,147 @@
+"""The skill library: SKILL.md parsing, roots and precedence, safety, and compilation."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from core.skills import SkillInfo, SkillLibrary, is_skill_id, parse_skill
+
+COMMIT = (
+    "---\n"
+    "name: Commit message\n"
+    "description: Writes a commit message\n"
+    "params:\n"
+    "  scope: the change\n"
+    "  style: conventional\n"
+    "---\n"
+    "\n"
+    "Write a commit message for {{scope}} in {{style}} style.\n"
+)
+
+
+def write_skill(root: Path, skill_id: str, text: str) -> Path:
+    folder = root / skill_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "c2-home" / "skills"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def test_skills_macro_substitutes_params(home: Path) -> None:
+    """Block params override defaults inside {{param}} placeholders; the body is trimmed."""
+    write_skill(home, "commit", COMMIT)
+    skill = SkillLibrary(home).get("commit", None)
+    assert skill is not None
+    assert skill.compile({"scope": "auth module"}) == (
+        "Write a commit message for auth module in conventional style."
+    )
+    assert skill.compile({}) == "Write a commit message for the change in conventional style."
+
+
+def test_skills_unknown_placeholders_stay_verbatim() -> None:
+    """Placeholders without a value are kept; values are never expanded a second time."""
+    skill = parse_skill("x", "---\nparams: {a: '{{b}}'}\n---\n{{a}} {{ b }} {{c}} {x}")
+    assert skill.compile({}) == "{{b}} {{ b }} {{c}} {x}"
+    assert skill.compile({"b": "B"}) == "{{b}} B {{c}} {x}"
+
+
+def test_skills_list_reports_metadata_and_param_defaults(home: Path) -> None:
+    """GET /v1/skills entries: id (folder), name, description and params with defaults."""
+    write_skill(home, "commit", COMMIT)
+    write_skill(home, "bare", "---\n---\nJust a body.\n")
+    listed = SkillLibrary(home).list(None)
+    assert [info.model_dump() for info in listed] == [
+        {"id": "bare", "name": "bare", "description": "", "params": {}},
+        {
+            "id": "commit",
+            "name": "Commit message",
+            "description": "Writes a commit message",
+            "params": {"scope": "the change", "style": "conventional"},
+        },
+    ]
+    assert all(type(info) is SkillInfo for info in listed)
+
+
+def test_skills_project_skill_overrides_home_skill(home: Path, project: Path) -> None:
+    """On an id clash the project's .agents/skills/ wins, for listing and for compiling."""
+    write_skill(home, "commit", COMMIT)
+    write_skill(home, "home-only", "---\nname: Home\n---\nhome")
+    write_skill(project / ".agents" / "skills", "commit", "---\nname: Project\n---\nproject")
+    library = SkillLibrary(home)
+    assert {i.id: i.name for i in library.list(str(project))} == {
+        "commit": "Project",
+        "home-only": "Home",
+    }
+    skill = library.get("commit", str(project))
+    assert skill is not None and skill.compile({}) == "project"
+    home_skill = library.get("commit", None)
+    assert home_skill is not None and home_skill.name == "Commit message"
+
+
+def test_skills_bad_skill_files_are_skipped_with_a_warning(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Missing or invalid front matter skips that skill (logged once); the list still works."""
+    write_skill(home, "good", COMMIT)
+    write_skill(home, "no-front-matter", "Just text\n")
+    write_skill(home, "bad-yaml", "---\nname: [unclosed\n---\nbody")
+    write_skill(home, "not-mapping", "---\n- a\n- b\n---\nbody")
+    write_skill(home, "bad-params", "---\nparams: [a, b]\n---\nbody")
+    write_skill(home, "nested-default", "---\nparams: {a: {b: c}}\n---\nbody")
+    write_skill(home, "bad-name", "---\nname: 3\n---\nbody")
+    (home / "binary").mkdir()
+    (home / "binary" / "SKILL.md").write_bytes(b"---\n\xff\xfe\n---\n")
+    (home / "empty-folder").mkdir()
+    (home / "stray-file.md").write_text("not a folder")
+    library = SkillLibrary(home)
+    with caplog.at_level(logging.WARNING, logger="core.skills"):
+        assert [i.id for i in library.list(None)] == ["good"]
+        assert [i.id for i in library.list(None)] == ["good"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 7 and all(m.startswith("skipping skill ") for m in warned)
+    assert library.get("bad-yaml", None) is None
+
+
+def test_skills_ids_are_folder_names_never_paths(home: Path, tmp_path: Path) -> None:
+    """Ids with separators, traversal or a leading dot are simply unknown."""
+    write_skill(tmp_path / "c2-home", "outside", COMMIT)  # sibling of the skills root
+    write_skill(home, ".hidden", COMMIT)
+    library = SkillLibrary(home)
+    for bad in ["../outside", "..", ".", "a/b", "a\\b", ".hidden", "/etc", "", "x" * 200]:
+        assert not is_skill_id(bad)
+        assert library.get(bad, None) is None
+    assert library.list(None) == []
+    assert is_skill_id("code-review_v2.1")
+
+
+def test_skills_missing_roots_list_nothing(tmp_path: Path) -> None:
+    """No home skills folder and no project folder is an empty library, not an error."""
+    library = SkillLibrary(tmp_path / "absent")
+    assert library.list(str(tmp_path / "no-project")) == []
+    assert library.get("commit", str(tmp_path)) is None
+
+
+def test_skills_scalar_defaults_use_yaml_spelling() -> None:
+    """Non-string scalar defaults become strings: true/false, numbers, null as empty."""
+    skill = parse_skill("x", "---\nparams:\n  a: true\n  b: 3\n  c:\n  d: 1.5\n---\nbody")
+    assert skill.params == {"a": "true", "b": "3", "c": "", "d": "1.5"}
+
+
+def test_skills_front_matter_tolerates_bom_and_crlf() -> None:
+    """A UTF-8 BOM and Windows line endings still parse."""
+    skill = parse_skill("x", "\ufeff---\r\nname: Win\r\n---\r\nBody\r\n")
+    assert skill.name == "Win" and skill.compile({}) == "Body"
