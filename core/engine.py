@@ -224,6 +224,7 @@ class Engine:
         """Start the session's agent (capacity-checked); raises ProviderUnavailableError."""
         await self._make_room()
         entry = self.providers.get(live.record.provider)
+        entry.check_available()
         try:
             agent = await AgentProcess.start(entry.launch(live.record.cwd), self._handler(live))
         except AgentError as exc:

@@ -28,6 +28,8 @@ MAX_TURNS = 50
 CHAT_CONTEXT_LIMIT = 16_000
 CHAT_TITLE_LIMIT = 512
 OMISSION_MARKER = "_(earlier messages omitted)_"
+# Larger cursors cannot name a row and would overflow the driver's 64-bit integer binding.
+_MAX_SEQ = 2**63 - 1
 _TERMINAL_STATUSES = frozenset({"completed", "failed"})
 
 Role = Literal["user", "agent"]
@@ -49,7 +51,9 @@ def read_page(
     top = parts.max_seq(session_id)
     # API.md wins over the original here: a cursor must name a user row of this session, so a
     # cursor into an empty session is rejected too rather than silently ignored (§6.4 step 2).
-    if before is not None and parts.role_of(session_id, before) != "user":
+    if before is not None and not (
+        0 <= before <= _MAX_SEQ and parts.role_of(session_id, before) == "user"
+    ):
         raise TranscriptCursorError(
             f"invalid transcript cursor {before} for session {session_id}",
             session=session_id,

@@ -76,9 +76,13 @@ class AgentPeer:
             {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
         ]
         params = {"sessionId": session_id, "toolCall": tool_call, "options": options}
-        raw = await self._conn.send_request("session/request_permission", params)
+        raw = await self.call("session/request_permission", params)
         outcome = RequestPermissionResponse.model_validate(raw).outcome
         return outcome.option_id if outcome.outcome == "selected" else "cancelled"
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """Any agent-to-client request; raises RequestError with the client's error."""
+        return await self._conn.send_request(method, params)
 
     async def flush(self) -> None:
         """Wait until everything written so far has left the process."""
@@ -157,10 +161,10 @@ class DemoAgent:
     ) -> dict[str, Any]:
         session = self.session(session_id)
         allowed = {
-            c["value"]
-            for o in self.config_options(session)
-            if o["id"] == config_id
-            for c in o["options"]
+            value
+            for option in self.config_options(session)
+            if option["id"] == config_id
+            for value in _choice_values(option["options"])
         }
         if config_id not in self.config_ids or value not in allowed:
             raise RequestError(-32602, f"invalid value for {config_id}: {value!r}")
@@ -333,6 +337,12 @@ class DemoAgent:
             return None
         self.sessions[session.id] = session
         return session
+
+
+def _choice_values(choices: list[dict[str, Any]]) -> list[str]:
+    """Values of a select option's choices, flat or grouped."""
+    flat = [c for item in choices for c in (item["options"] if "group" in item else [item])]
+    return [c["value"] for c in flat]
 
 
 def _new_id(prefix: str) -> str:

@@ -14,7 +14,7 @@ from core.prompts import (
     display_text,
     title_from_text,
 )
-from core.protocol import PromptPart, SessionRefBlock, SkillBlock, TextBlock
+from core.protocol import DocBlock, PromptPart, SessionRefBlock, SkillBlock, TextBlock
 from core.session import SessionRecord
 from core.skills import SkillLibrary
 from core.store.database import Store, sqlite_url
@@ -56,7 +56,7 @@ def library(tmp_path: Path) -> SkillLibrary:
 
 def test_prompts_canonical_text_keeps_user_text_but_not_expanded_context() -> None:
     """Text is verbatim, skills and chats are markers, empties vanish, blocks join blank-line."""
-    doc = [
+    doc: list[DocBlock] = [
         text("First line\n  indented line\n"),
         text(""),
         skill("review"),
@@ -108,7 +108,9 @@ def test_prompts_display_text_is_bounded_to_400_scalars() -> None:
         ("x" * 50 + " tail", "x" * 40),
     ],
 )
-def test_prompts_title_from_text_follows_the_reference_rules(source: str, title: str | None) -> None:
+def test_prompts_title_from_text_follows_the_reference_rules(
+    source: str, title: str | None
+) -> None:
     """Titles: first real line, leading markup stripped, first sentence, compact budgets."""
     assert title_from_text(source) == title
 
@@ -120,13 +122,18 @@ def test_prompts_title_for_an_eight_word_sentence_stops_at_eight_words() -> None
 
 def test_prompts_derive_title_prefers_the_first_text_block_with_a_title() -> None:
     """The first text block yielding a title wins over skills and later text."""
-    doc = [skill("review"), text("```\n```"), text("Ship it. Now"), text("Later words")]
+    doc: list[DocBlock] = [
+        skill("review"),
+        text("```\n```"),
+        text("Ship it. Now"),
+        text("Later words"),
+    ]
     assert derive_title(doc, canonical_text(doc)) == "Ship it"
 
 
 def test_prompts_derive_title_falls_back_to_the_canonical_text() -> None:
     """Without a titled text block, the canonical text (markers included) names the session."""
-    doc = [skill("review")]
+    doc: list[DocBlock] = [skill("review")]
     assert derive_title(doc, canonical_text(doc)) == "[skill:review]"
     assert derive_title([], "") is None
 
@@ -137,16 +144,14 @@ def test_prompts_derive_title_falls_back_to_the_canonical_text() -> None:
 
 def test_prompts_compile_joins_parts_in_document_order(library: SkillLibrary) -> None:
     """Text is trimmed at the end, skills expand, chats inline, all blank-line joined."""
-    doc = [
+    doc: list[DocBlock] = [
         text("  Intro keeps its indent  \n\n"),
         text("   "),
         skill("commit", scope="auth module", style="conventional"),
         chat("chat-1"),
         text("Outro"),
     ]
-    compiled = compile_prompt(
-        doc, skills=library, cwd=None, chat_context=lambda sid: f"CTX {sid}"
-    )
+    compiled = compile_prompt(doc, skills=library, cwd=None, chat_context=lambda sid: f"CTX {sid}")
     assert compiled.text == (
         "  Intro keeps its indent\n\n"
         "Write a commit message for auth module in conventional style.\n\n"
@@ -157,7 +162,13 @@ def test_prompts_compile_joins_parts_in_document_order(library: SkillLibrary) ->
 
 def test_prompts_compile_reports_unknown_skills_and_chats(library: SkillLibrary) -> None:
     """Unknown skills and empty or unknown chats are unresolved and contribute no text."""
-    doc = [skill("nope"), skill("../commit"), chat("ghost"), chat("blank"), text("go")]
+    doc: list[DocBlock] = [
+        skill("nope"),
+        skill("../commit"),
+        chat("ghost"),
+        chat("blank"),
+        text("go"),
+    ]
     contexts = {"blank": "  \n"}
     compiled = compile_prompt(doc, skills=library, cwd=None, chat_context=contexts.get)
     assert compiled.text == "go"
@@ -196,7 +207,7 @@ def test_prompts_compile_inlines_a_referenced_chat_from_one_read(
             uow.parts.append(sid, "agent", PromptPart(text=f"answer {n}", display="x"))
 
     store.write_sync(seed)
-    doc = [text("Continue from"), chat(sid)]
+    doc: list[DocBlock] = [text("Continue from"), chat(sid)]
     compiled = store.read_sync(
         lambda r: compile_prompt(
             doc,

@@ -1,4 +1,4 @@
-"""Transcript pages, the snapshot tool-call projection and @chat rendering on a real SQLite store."""
+"""Transcript pages, the snapshot tool-call projection and @chat rendering (real SQLite)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from core.session import SessionRecord
 from core.store.database import ReadUnit, Store, UnitOfWork, sqlite_url
 from core.transcript import (
     OMISSION_MARKER,
+    Role,
     project_tool_calls,
     read_page,
     referenced_chat_context,
@@ -33,7 +34,7 @@ from core.transcript import (
 
 S = "session-a"
 OTHER = "session-b"
-Row = tuple[str, Part]
+Row = tuple[Role, Part]
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def add(store: Store, session: str, rows: list[Row]) -> list[int]:
     def write(uow: UnitOfWork) -> list[int]:
-        return [uow.parts.append(session, role, part) for role, part in rows]  # type: ignore[arg-type]
+        return [uow.parts.append(session, role, part) for role, part in rows]
 
     return store.write_sync(write)
 
@@ -90,7 +91,7 @@ def test_transcript_pages_stitch_fifty_five_turns_as_twenty_twenty_fifteen(store
     first = page(store)
     assert seqs(first) == list(range(70, 110))
     assert first.next_before == 70 and first.snapshot_through == 109
-    assert [e.seq for e in first.entries if e.role == "user"][0] == 70
+    assert next(e.seq for e in first.entries if e.role == "user") == 70
     second = page(store, before=first.next_before)
     assert seqs(second) == list(range(30, 70))
     assert second.next_before == 30 and second.snapshot_through == 109
@@ -113,7 +114,14 @@ def test_transcript_page_turn_numbers_match_the_reference(store: Store) -> None:
 
 
 @pytest.mark.parametrize(
-    ("label", "before"), [("agent row", 1), ("other session's user", 200), ("missing", 999)]
+    ("label", "before"),
+    [
+        ("agent row", 1),
+        ("other session's user", 200),
+        ("missing", 999),
+        ("negative", -2),
+        ("beyond int64", 2**64),
+    ],
 )
 def test_transcript_cursor_must_be_a_user_row_of_the_session(
     store: Store, label: str, before: int
@@ -243,7 +251,7 @@ def test_transcript_page_queries_are_index_ranges(tmp_path: Path, store: Store) 
 
 
 def entries(rows: list[Row]) -> list[TranscriptEntry]:
-    return [TranscriptEntry(seq=i, role=role, part=part) for i, (role, part) in enumerate(rows)]  # type: ignore[arg-type]
+    return [TranscriptEntry(seq=i, role=role, part=part) for i, (role, part) in enumerate(rows)]
 
 
 def test_transcript_projection_drops_only_superseded_updates(store: Store) -> None:
@@ -284,8 +292,12 @@ def test_transcript_projection_keeps_in_flight_updates_without_a_terminal() -> N
 def test_transcript_projection_never_merges_across_turns() -> None:
     """An in-flight row whose terminal is in a later user turn is kept untouched."""
     rows = entries(
-        [prompt("a"), tool("t1", "in_progress", "Run", tool_kind="execute"), prompt("b")]
-        + [tool("t1", "completed")]
+        [
+            prompt("a"),
+            tool("t1", "in_progress", "Run", tool_kind="execute"),
+            prompt("b"),
+            tool("t1", "completed"),
+        ]
     )
     assert project_tool_calls(rows) == rows
 
@@ -307,8 +319,11 @@ def test_transcript_projection_keeps_terminal_metadata_it_already_has() -> None:
 def test_transcript_projection_fills_from_the_nearest_earlier_update() -> None:
     """The nearest earlier in-flight row fills a blank terminal title first."""
     rows = entries(
-        [tool("t1", "pending", "First"), tool("t1", "in_progress", "Second")]
-        + [tool("t1", "completed", "  ")]
+        [
+            tool("t1", "pending", "First"),
+            tool("t1", "in_progress", "Second"),
+            tool("t1", "completed", "  "),
+        ]
     )
     projected = project_tool_calls(rows)
     assert [e.seq for e in projected] == [2]
@@ -348,7 +363,7 @@ def test_transcript_chat_context_bounds_an_oversized_latest_turn(store: Store) -
 def test_transcript_chat_context_keeps_whole_newest_blocks_when_cut() -> None:
     """Over budget, whole newest blocks are kept greedily and the marker is forced on."""
     transcript: list[Row] = [prompt("A" * 9_000), agent("B" * 5_000), prompt("C" * 5_000)]
-    context = render_transcript_context("t", transcript, False)  # type: ignore[arg-type]
+    context = render_transcript_context("t", transcript, False)
     assert context == (
         f"**Referenced chat** — t\n\n{OMISSION_MARKER}"
         f"\n\n**Agent:**\n{'B' * 5_000}\n\n**User:**\n{'C' * 5_000}"
@@ -365,7 +380,7 @@ def test_transcript_chat_context_omits_reasoning_and_tools_but_keeps_plans() -> 
         ("agent", PlanPart(entries=["verify", "release"])),
         ("agent", TextPart(text="   ")),
     ]
-    context = render_transcript_context("Release", transcript, False)  # type: ignore[arg-type]
+    context = render_transcript_context("Release", transcript, False)
     assert context == (
         "**Referenced chat** — Release\n\n**User:**\nship the feature"
         "\n\n**Agent:**\nfirst chunk\n\n- verify\n- release"
@@ -374,7 +389,7 @@ def test_transcript_chat_context_omits_reasoning_and_tools_but_keeps_plans() -> 
 
 def test_transcript_chat_context_truncates_the_title() -> None:
     """The header carries at most 512 scalars of the title."""
-    context = render_transcript_context("題" * 600, [agent("x")], False)  # type: ignore[list-item]
+    context = render_transcript_context("題" * 600, [agent("x")], False)
     assert context.splitlines()[0] == "**Referenced chat** — " + "題" * 512
 
 

@@ -1,0 +1,45 @@
+"""Request dependencies: the app's Services and the authenticated device (API.md §2).
+
+Every /v1 route except `POST /v1/pair` depends on `current_device`; the SSE route also takes
+a single-use `?ticket=` because EventSource cannot send headers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from api.services import Services
+from core.auth import UnauthorizedError
+from core.store.devices import Device
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="Device bearer from `POST /v1/pair` or `c2 pair`.",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+def get_services(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def current_device(services: ServicesDep, credentials: Credentials) -> Device:
+    """The device whose bearer authorizes this request; 401 problem otherwise."""
+    if credentials is None or not credentials.credentials:
+        raise UnauthorizedError("an `Authorization: Bearer <bearer>` header is required")
+    return await services.auth.authenticate(credentials.credentials)
+
+
+DeviceDep = Annotated[Device, Depends(current_device)]
+
+
+def client_key(request: Request) -> str:
+    """The peer address attempts are counted against."""
+    return request.client.host if request.client else "unknown"

@@ -1,0 +1,58 @@
+"""Pairing, stream tickets and device management (API.md §2)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Request, Response
+
+from api.authn import DeviceDep, ServicesDep, client_key
+from api.openapi import problems
+from api.schemas import DeviceOut, PairRequest, PairResponse, TicketResponse
+from core.session import rfc3339
+
+router = APIRouter(prefix="/v1", tags=["auth"])
+
+
+@router.post(
+    "/pair",
+    response_model=PairResponse,
+    responses=problems(401, 422, 429),
+    openapi_extra={"security": []},
+)
+async def pair(body: PairRequest, request: Request, services: ServicesDep) -> PairResponse:
+    """Redeem a one-time pairing token for a device bearer."""
+    paired = await services.auth.pair(body.token, body.device_name, client_key(request))
+    return PairResponse(device_id=paired.device_id, bearer=paired.bearer)
+
+
+@router.post("/stream-tickets", response_model=TicketResponse, responses=problems(401))
+async def stream_ticket(device: DeviceDep, services: ServicesDep) -> TicketResponse:
+    """A single-use ticket for `GET /v1/events?ticket=` (EventSource cannot send headers)."""
+    ticket = await services.auth.mint_ticket(device)
+    return TicketResponse(ticket=ticket.ticket, expires_in=ticket.expires_in)
+
+
+@router.get("/devices", response_model=list[DeviceOut], responses=problems(401))
+async def list_devices(_device: DeviceDep, services: ServicesDep) -> list[DeviceOut]:
+    """Paired devices, oldest first."""
+    return [
+        DeviceOut(
+            id=d.id,
+            name=d.name,
+            created_at=rfc3339(d.created_at),
+            last_seen=rfc3339(d.last_seen) if d.last_seen else None,
+        )
+        for d in await services.auth.list_devices()
+    ]
+
+
+@router.delete(
+    "/devices/{device_id}", status_code=204, response_class=Response, responses=problems(401, 404)
+)
+async def revoke_device(
+    _device: DeviceDep,
+    services: ServicesDep,
+    device_id: str = Path(min_length=1, max_length=64),
+) -> Response:
+    """Revoke a device: its bearer, unredeemed tickets and open streams end."""
+    await services.auth.revoke(device_id)
+    return Response(status_code=204)

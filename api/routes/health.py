@@ -1,0 +1,52 @@
+"""Liveness and readiness probes (API.md §0) and the browser pairing page; no auth."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse
+
+from api.authn import ServicesDep
+from api.errors import NotReadyError
+from api.openapi import problems
+from api.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+# Reads the token from the URL fragment (never sent to a server), redeems it, shows the bearer.
+PAIR_PAGE = """<!doctype html>
+<meta charset="utf-8"><title>Pair with c2</title>
+<meta name="referrer" content="no-referrer">
+<h1>Pair this device with c2</h1>
+<p><label>Device name <input id="name" value="browser"></label>
+<button id="pair">Pair</button></p>
+<pre id="out"></pre>
+<script>
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+history.replaceState(null, "", location.pathname);
+document.getElementById("pair").onclick = async () => {
+  const res = await fetch("/v1/pair", {method: "POST",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({token, device_name: document.getElementById("name").value})});
+  document.getElementById("out").textContent = JSON.stringify(await res.json(), null, 2);
+};
+</script>
+"""
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses=problems(503))
+async def readyz(services: ServicesDep) -> Health:
+    """Migrations ran, the store answers and the server is not shutting down."""
+    if not await services.is_ready():
+        raise NotReadyError("the server is starting, shutting down, or its store is unavailable")
+    return Health(status="ready")
+
+
+@router.get("/pair", include_in_schema=False)
+async def pair_page() -> HTMLResponse:
+    return HTMLResponse(PAIR_PAGE, headers={"Cache-Control": "no-store"})

@@ -1,0 +1,110 @@
+"""HTTP request and response bodies that are not protocol models (API.md §2–§4).
+
+Op bodies of resource endpoints carry the op's fields minus what the path names; they are
+turned into the protocol's Op models by the routes. Unknown fields are ignored (API.md §1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.protocol import Doc, PermissionMode, RequestId, SandboxPolicy, SessionSnapshot
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# -- auth ------------------------------------------------------------------------------------
+
+
+class PairRequest(_Body):
+    token: str = Field(min_length=1, max_length=512)
+    device_name: str | None = Field(default=None, max_length=128)
+
+
+class PairResponse(BaseModel):
+    device_id: str
+    bearer: str
+
+
+class TicketResponse(BaseModel):
+    ticket: str
+    expires_in: int
+
+
+class DeviceOut(BaseModel):
+    id: str
+    name: str
+    created_at: str
+    last_seen: str | None
+
+
+# -- op bodies -------------------------------------------------------------------------------
+
+
+class CorrelatedBody(_Body):
+    request_id: RequestId | None = None
+
+
+class PromptBody(CorrelatedBody):
+    doc: Doc = Field(max_length=256)
+
+
+class AnswerBody(_Body):
+    option_id: str | None = Field(max_length=256)
+
+
+class PolicyBody(CorrelatedBody):
+    mode: PermissionMode
+    sandbox: SandboxPolicy
+
+
+class PermissionModeBody(CorrelatedBody):
+    mode: PermissionMode
+
+
+class SandboxBody(CorrelatedBody):
+    sandbox: SandboxPolicy
+
+
+class ModelBody(CorrelatedBody):
+    model: str = Field(min_length=1, max_length=256)
+
+
+class ConfigValueBody(CorrelatedBody):
+    value: str = Field(max_length=4096)
+
+
+class PreviewBody(_Body):
+    doc: Doc = Field(max_length=256)
+
+
+# -- reads -----------------------------------------------------------------------------------
+
+
+class SessionList(BaseModel):
+    kind: Literal["sessions"] = "sessions"
+    sessions: list[SessionSnapshot]
+
+
+class ProviderOut(BaseModel):
+    id: str | dict[str, str]
+    display_name: str
+    command: str
+    args: list[str]
+    available: bool
+    reason: str | None
+
+
+class SkillOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    params: dict[str, Any]
+
+
+class Health(BaseModel):
+    status: str

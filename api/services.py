@@ -1,0 +1,135 @@
+"""The one `Services` object a running app owns: store, bus, engine, auth, op dispatcher.
+
+Started and stopped by the app lifespan, never at import time. Shutdown order (ARCHITECTURE.md):
+stop accepting ops (/readyz 503) → engine.shutdown() (ends turns, closes agents) → end streams
+→ close the store. Periodic housekeeping runs under `supervise()`, owned by the lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+
+from api.dispatch import OpDispatcher
+from api.settings import Settings, prepare_home
+from core.auth import DeviceAuth
+from core.bus import EventBus
+from core.engine import Engine
+from core.store.database import Store
+
+log = logging.getLogger(__name__)
+EngineFactory = Callable[[Store, EventBus, Path], Engine]
+READY_PROBE_SECONDS = 2.0
+
+
+class Services:
+    def __init__(self, settings: Settings, engine_factory: EngineFactory = Engine) -> None:
+        self.settings = settings
+        self.bus = EventBus()
+        self.store = Store(settings.database_url)
+        self.engine = engine_factory(self.store, self.bus, settings.home)
+        self.auth = DeviceAuth(
+            self.store,
+            self.bus,
+            pairing_ttl=timedelta(seconds=settings.pairing_ttl_seconds),
+            ticket_ttl=timedelta(seconds=settings.ticket_ttl_seconds),
+            pair_attempts_per_minute=settings.pair_attempts_per_minute,
+        )
+        self.dispatcher = OpDispatcher(self.engine, self.store)
+        self.ready = False
+        self.draining = False
+        self._drain_lock = asyncio.Lock()
+        self._drained = False
+        self._store_started = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the home, migrate, start the writer, then the engine (recovery first)."""
+        await asyncio.to_thread(prepare_home, self.settings.home)
+        await asyncio.to_thread(self.store.migrate)
+        self.store.start(publish=self.bus.publish)
+        self._store_started = True
+        await self.engine.start()
+        self.ready = True
+
+    async def drain(self) -> None:
+        """Stop accepting ops, end turns and agents, then end every stream. Idempotent."""
+        async with self._drain_lock:
+            if self._drained:
+                return
+            self._drained = True
+            self.draining = True
+            grace = self.settings.shutdown_grace_seconds
+            await self.dispatcher.drain(timeout=grace)
+            try:
+                await asyncio.wait_for(self.engine.shutdown(), timeout=max(grace, 1.0) * 2)
+            except Exception:
+                log.exception("engine shutdown failed")
+            self.bus.close_all("server shutting down")
+
+    async def close(self) -> None:
+        """Drain, persist batched state, close the store."""
+        await self.drain()
+        if self._store_started:
+            try:
+                await self.auth.flush_last_seen()
+            except Exception:
+                log.exception("could not flush device last-seen times")
+            await asyncio.to_thread(self.store.close)
+            self._store_started = False
+
+    async def is_ready(self) -> bool:
+        """Migrations ran, the store answers, and the server is not shutting down."""
+        if not self.ready or self.draining:
+            return False
+        try:
+            await asyncio.wait_for(
+                self.store.read(lambda r: r.conn.execute(text("SELECT 1")).scalar()),
+                READY_PROBE_SECONDS,
+            )
+        except Exception:
+            return False
+        return True
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    async def supervise(self) -> None:
+        """Run the periodic jobs until cancelled (the lifespan owns this task)."""
+        settings = self.settings
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                _every(settings.sweep_interval_seconds, self.sweep, delay=0.0), name="c2-sweep"
+            )
+            group.create_task(
+                _every(
+                    settings.last_seen_interval_seconds,
+                    self.auth.flush_last_seen,
+                    delay=settings.last_seen_interval_seconds,
+                ),
+                name="c2-last-seen",
+            )
+
+    async def sweep(self) -> None:
+        """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""
+        retention = timedelta(days=self.settings.event_retention_days)
+        events = await self.store.write(lambda uow: uow.events.prune(retention))
+        records = await self.store.write(lambda uow: uow.idempotency.prune())
+        secrets = await self.auth.prune()
+        if events or records or secrets:
+            log.info("pruned %d events, %d idempotency records, %d auth rows", events, records, secrets)
+
+
+async def _every(interval: float, job: Callable[[], Awaitable[object]], *, delay: float) -> None:
+    await asyncio.sleep(delay)
+    while True:
+        try:
+            await job()
+        except Exception:
+            log.exception("periodic job %s failed", getattr(job, "__name__", job))
+        await asyncio.sleep(interval)

@@ -1,0 +1,79 @@
+"""Server settings: one frozen value built from CLI arguments and the environment.
+
+Nothing here runs at import time; `Settings.build` reads the environment it is handed and
+`prepare_home` is the only function that touches the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.store.database import sqlite_url
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4599
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    allow_hosts: tuple[str, ...] = ()  # added to the loopback names; "*" allows any Host
+    allow_origins: tuple[str, ...] = ()  # CORS stays closed while empty
+    event_retention_days: float = 7.0
+    pairing_ttl_seconds: float = 15 * 60
+    ticket_ttl_seconds: float = 5 * 60
+    pair_attempts_per_minute: int = 10
+    ping_seconds: float = 15.0
+    send_timeout_seconds: float = 30.0
+    stream_backlog: int = 1024
+    sweep_interval_seconds: float = 3600.0  # event-log, idempotency and token pruning
+    last_seen_interval_seconds: float = 60.0
+    shutdown_grace_seconds: float = 5.0
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        home: str | Path | None = None,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        allow_hosts: Sequence[str] = (),
+        allow_origins: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Settings from CLI values, falling back to `env` (the process environment)."""
+        env = os.environ if env is None else env
+        resolved = resolve_home(home, env)
+        retention = env.get("C2_EVENT_RETENTION_DAYS")
+        return cls(
+            home=resolved,
+            database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
+            host=host,
+            port=port,
+            allow_hosts=tuple(allow_hosts),
+            allow_origins=tuple(allow_origins),
+            event_retention_days=float(retention) if retention else 7.0,
+        )
+
+
+def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
+    """`--home`, else `$C2_HOME`, else `~/.c2` (API.md §0)."""
+    if home:
+        return Path(home).expanduser().resolve()
+    if env.get("C2_HOME"):
+        return Path(env["C2_HOME"]).expanduser().resolve()
+    return (Path.home() / ".c2").resolve()
+
+
+def prepare_home(home: Path) -> None:
+    """Create the home folder readable by its owner only (0700) on first use."""
+    if not home.exists():
+        home.mkdir(parents=True, mode=0o700)
+        home.chmod(0o700)  # mkdir's mode is masked by the umask

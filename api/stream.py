@@ -1,0 +1,130 @@
+"""One SSE stream per client (API.md §6): welcome frame, replay from the log, live fan-out.
+
+The stream subscribes to the bus before it reads anything, so nothing falls between a read
+and the live tail; it sends each sequence at most once (dedup by seq) and catches up from the
+durable log when it lagged. Event frames are built by concatenating the stored wire JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from functools import lru_cache
+
+from core.bus import EventBus
+from core.engine import Engine
+from core.store.database import Store
+from core.store.events import CommittedEvent, LogBounds
+
+log = logging.getLogger(__name__)
+REPLAY_BATCH = 500
+
+
+@lru_cache(maxsize=4096)
+def event_frame(ev: CommittedEvent) -> bytes:
+    """`id: SEQ` + `data: {"kind":"event","event":<payload>}`; cached so N streams share it."""
+    return b"".join(
+        (b"id: ", str(ev.seq).encode(), b'\ndata: {"kind":"event","event":', ev.payload.encode(), b"}\n\n")
+    )
+
+
+def data_frame(data: str, seq: int | None = None) -> bytes:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}data: {data}\n\n".encode()
+
+
+def resync_reason(after: int, bounds: LogBounds) -> str | None:
+    """Why `after` cannot be replayed from a log with `bounds`, or None when it can."""
+    if after > bounds.last:
+        return "position is ahead of the event log"
+    if bounds.first is not None and after < bounds.first - 1:
+        return "position is older than the retained event log"
+    return None
+
+
+class EventStream:
+    """Frames for one client; iterate `frames()` exactly once."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        store: Store,
+        bus: EventBus,
+        device_id: str,
+        session: str | None,
+        after: int | None,
+        backlog: int,
+    ) -> None:
+        self._engine, self._store, self._bus = engine, store, bus
+        self._device_id, self._session, self._after = device_id, session, after
+        self._backlog = backlog
+        self.last = -1  # highest sequence sent (or covered by the welcome frame)
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        sub = self._bus.subscribe(
+            session=self._session, device_id=self._device_id, backlog=self._backlog
+        )
+        try:
+            if self._after is None:
+                yield await self._welcome()
+            else:
+                bounds = await self._store.read(lambda r: r.events.bounds())
+                reason = resync_reason(self._after, bounds)
+                if reason is not None:
+                    yield data_frame(json.dumps({"kind": "resync", "reason": reason}))
+                    yield await self._welcome()
+                else:
+                    self.last = self._after
+                    async for chunk in self._replay():
+                        yield chunk
+            while self.last >= 0:
+                await sub.wait()
+                if sub.closed:
+                    return
+                events, lagged = sub.take()
+                if lagged:
+                    # The backlog overflowed and was dropped: re-read the gap from the log;
+                    # what arrives meanwhile is taken next round and deduplicated by seq.
+                    async for chunk in self._replay():
+                        yield chunk
+                    continue
+                chunk = self._fresh(events)
+                if chunk:
+                    yield chunk
+        finally:
+            self._bus.unsubscribe(sub)
+
+    async def _welcome(self) -> bytes:
+        try:
+            snapshots, through = await self._engine.sessions_frame(self._session)
+        except Exception as exc:
+            # The protocol's explicit failure frame: clients keep their last good list. The
+            # stream then ends, as it has no position to continue from.
+            log.warning("sessions frame failed: %s", exc)
+            self.last = -1
+            message = getattr(exc, "message", None) or f"session list unavailable ({type(exc).__name__})"
+            return data_frame(json.dumps({"kind": "sessions_error", "message": message}))
+        self.last = through
+        sessions = ",".join(json.dumps(s.wire(), separators=(",", ":")) for s in snapshots)
+        return data_frame(f'{{"kind":"sessions","sessions":[{sessions}],"through":{through}}}', through)
+
+    async def _replay(self) -> AsyncIterator[bytes]:
+        """Events after `self.last` from the durable log, in batches, until caught up."""
+        while True:
+            after, session = self.last, self._session
+            batch = await self._store.read(
+                lambda r: r.events.after(after, session=session, limit=REPLAY_BATCH)
+            )
+            if batch:
+                self.last = batch[-1].seq
+                yield b"".join(event_frame(ev) for ev in batch)
+            if len(batch) < REPLAY_BATCH:
+                return
+
+    def _fresh(self, events: Sequence[CommittedEvent]) -> bytes:
+        out = [event_frame(ev) for ev in events if ev.seq > self.last]
+        if out:
+            self.last = max(self.last, max(ev.seq for ev in events))
+        return b"".join(out)

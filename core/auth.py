@@ -1,0 +1,261 @@
+"""Device auth without HTTP (API.md §2): pairing tokens, bearers, stream tickets, revocation.
+
+Secrets carry 256 bits of entropy and are stored only as sha256 digests. A verified bearer is
+cached for a few seconds so a request costs no database read; last-seen times are kept in
+memory and flushed in batches (at most one write per device per flush interval).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.bus import EventBus
+from core.errors import DomainError
+from core.session import utcnow
+from core.store.database import Store, UnitOfWork
+from core.store.devices import Device, DeviceRepository
+
+DEFAULT_DEVICE_NAME = "Unnamed device"
+# A positive bearer lookup is reused this long; revocation in this process clears it at once.
+BEARER_CACHE_SECONDS = 10.0
+
+
+class UnauthorizedError(DomainError):
+    code = "unauthorized"
+    status = 401
+    title = "Authentication required"
+
+
+class InvalidPairingTokenError(DomainError):
+    code = "invalid_pairing_token"
+    status = 401
+    title = "Invalid, expired or used pairing token"
+
+
+class InvalidTicketError(DomainError):
+    code = "invalid_ticket"
+    status = 401
+    title = "Invalid, expired or used stream ticket"
+
+
+class RateLimitedError(DomainError):
+    code = "rate_limited"
+    status = 429
+    title = "Too many attempts"
+
+
+class DeviceNotFoundError(DomainError):
+    code = "no_such_device"
+    status = 404
+    title = "No such device"
+
+
+def new_secret() -> str:
+    """A fresh URL-safe secret with 256 bits of entropy."""
+    return secrets.token_urlsafe(32)
+
+
+def digest(secret: str) -> str:
+    """The stored form of a secret: its sha256 hex digest."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PairedDevice:
+    device_id: str
+    bearer: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTicket:
+    ticket: str
+    expires_in: int
+
+
+def create_device(uow: UnitOfWork, name: str | None) -> PairedDevice:
+    """Mint a device and its bearer inside `uow` (the CLI's `c2 pair` and `POST /v1/pair`)."""
+    bearer = new_secret()
+    device_id = str(uuid.uuid4())
+    DeviceRepository(uow.conn).create(
+        device_id, (name or "").strip() or DEFAULT_DEVICE_NAME, digest(bearer), utcnow()
+    )
+    return PairedDevice(device_id=device_id, bearer=bearer)
+
+
+class AttemptLimiter:
+    """Sliding-window attempt counter per client key; memory bounded by `max_keys`."""
+
+    def __init__(
+        self,
+        attempts: int,
+        window: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 4096,
+    ) -> None:
+        self._attempts, self._window, self._clock, self._max_keys = (
+            attempts,
+            window,
+            clock,
+            max_keys,
+        )
+        self._seen: dict[str, deque[float]] = {}
+
+    def hit(self, key: str) -> int | None:
+        """Count one attempt; None when allowed, else seconds until the next one may pass."""
+        now = self._clock()
+        window = self._seen.get(key)
+        if window is None:
+            if len(self._seen) >= self._max_keys:
+                self._forget_idle(now)
+            window = self._seen[key] = deque()
+        while window and window[0] <= now - self._window:
+            window.popleft()
+        if len(window) >= self._attempts:
+            return max(1, math.ceil(window[0] + self._window - now))
+        window.append(now)
+        return None
+
+    def _forget_idle(self, now: float) -> None:
+        for key in [k for k, w in self._seen.items() if not w or w[-1] <= now - self._window]:
+            del self._seen[key]
+        if len(self._seen) >= self._max_keys:
+            self._seen.clear()  # under a flood, forgetting is safer than growing
+
+
+class DeviceAuth:
+    """Pairs devices, verifies bearers and tickets, revokes devices (closing their streams)."""
+
+    def __init__(
+        self,
+        store: Store,
+        bus: EventBus,
+        *,
+        pairing_ttl: timedelta = timedelta(minutes=15),
+        ticket_ttl: timedelta = timedelta(minutes=5),
+        pair_attempts_per_minute: int = 10,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store, self._bus = store, bus
+        self._pairing_ttl, self._ticket_ttl = pairing_ttl, ticket_ttl
+        self._clock = clock
+        self._limiter = AttemptLimiter(pair_attempts_per_minute, 60.0, clock=clock)
+        self._cache: dict[str, tuple[Device, float]] = {}
+        self._seen: dict[str, datetime] = {}
+
+    # -- pairing -------------------------------------------------------------------------------
+
+    async def mint_pairing_token(self) -> str:
+        """A one-time pairing token, valid for the pairing TTL."""
+        token = new_secret()
+        now = utcnow()
+        await self._store.write(
+            lambda uow: DeviceRepository(uow.conn).add_pairing_token(
+                digest(token), now, now + self._pairing_ttl
+            )
+        )
+        return token
+
+    async def pair(self, token: str, device_name: str | None, client: str) -> PairedDevice:
+        """Redeem a pairing token for a new device bearer; attempts are rate limited."""
+        retry_after = self._limiter.hit(client)
+        if retry_after is not None:
+            raise RateLimitedError("too many pairing attempts", retry_after=retry_after)
+        token_hash = digest(token)
+
+        def redeem(uow: UnitOfWork) -> PairedDevice | None:
+            if not DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow()):
+                return None
+            return create_device(uow, device_name)
+
+        paired = await self._store.write(redeem)
+        if paired is None:
+            raise InvalidPairingTokenError("the pairing token is invalid, expired or used")
+        return paired
+
+    # -- bearers -------------------------------------------------------------------------------
+
+    async def authenticate(self, bearer: str) -> Device:
+        """The device owning `bearer`; raises UnauthorizedError."""
+        bearer_hash = digest(bearer)
+        now = self._clock()
+        cached = self._cache.get(bearer_hash)
+        if cached is not None and cached[1] > now:
+            device = cached[0]
+        else:
+            found = await self._store.read(
+                lambda r: DeviceRepository(r.conn).by_bearer(bearer_hash)
+            )
+            if found is None:
+                self._cache.pop(bearer_hash, None)
+                raise UnauthorizedError("missing, invalid or revoked bearer")
+            device = found
+            self._cache[bearer_hash] = (device, now + BEARER_CACHE_SECONDS)
+        self._seen[device.id] = utcnow()
+        return device
+
+    # -- stream tickets ------------------------------------------------------------------------
+
+    async def mint_ticket(self, device: Device) -> StreamTicket:
+        """A single-use ticket that opens one event stream as `device`."""
+        ticket = new_secret()
+        expires_at = utcnow() + self._ticket_ttl
+        await self._store.write(
+            lambda uow: DeviceRepository(uow.conn).add_ticket(digest(ticket), device.id, expires_at)
+        )
+        return StreamTicket(ticket=ticket, expires_in=int(self._ticket_ttl.total_seconds()))
+
+    async def redeem_ticket(self, ticket: str) -> Device:
+        """Consume `ticket`; its device, or InvalidTicketError."""
+        ticket_hash = digest(ticket)
+        device = await self._store.write(
+            lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow())
+        )
+        if device is None:
+            raise InvalidTicketError("the stream ticket is invalid, expired or used")
+        self._seen[device.id] = utcnow()
+        return device
+
+    # -- devices -------------------------------------------------------------------------------
+
+    async def list_devices(self) -> list[Device]:
+        """Paired devices, oldest first, with last-seen times not yet flushed merged in."""
+        devices = await self._store.read(lambda r: DeviceRepository(r.conn).all())
+        merged = []
+        for device in devices:
+            pending = self._seen.get(device.id)
+            if pending is not None and (device.last_seen is None or device.last_seen < pending):
+                device = Device(device.id, device.name, device.created_at, pending)
+            merged.append(device)
+        return merged
+
+    async def revoke(self, device_id: str) -> None:
+        """Delete the device: its bearer and unredeemed tickets stop working, its streams end."""
+        existed = await self._store.write(lambda uow: DeviceRepository(uow.conn).delete(device_id))
+        for key in [k for k, (dev, _) in self._cache.items() if dev.id == device_id]:
+            del self._cache[key]
+        self._seen.pop(device_id, None)
+        self._bus.close_device(device_id)
+        if not existed:
+            raise DeviceNotFoundError(f"no device {device_id}")
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    async def flush_last_seen(self) -> int:
+        """Persist batched last-seen times; returns how many devices were written."""
+        seen, self._seen = self._seen, {}
+        if seen:
+            await self._store.write(lambda uow: DeviceRepository(uow.conn).touch(seen))
+        return len(seen)
+
+    async def prune(self) -> int:
+        """Drop expired or used pairing tokens and expired tickets."""
+        return await self._store.write(lambda uow: DeviceRepository(uow.conn).prune(utcnow()))

@@ -1,0 +1,216 @@
+"""Provider registry: built-in launch specs, `$C2_HOME/providers.toml`, availability (API.md §7).
+
+Launch specs are argv lists from configuration only; nothing from a request ever becomes part of
+a command line, and nothing runs through a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.agents.client import LaunchSpec
+from core.errors import DomainError
+from core.protocol import BUILTIN_PROVIDERS, PROVIDER_ALIASES, provider_wire
+
+PROVIDERS_FILE = "providers.toml"
+DEMO_KEY = "custom:echo"
+_TABLE_KEYS = frozenset({"command", "args", "env", "display_name"})
+_MAX_NAME = 128
+
+
+class UnknownProviderError(DomainError):
+    code = "unknown_provider"
+    status = 422
+    title = "Unknown provider"
+
+
+class ProviderUnavailableError(DomainError):
+    code = "provider_unavailable"
+    status = 503
+    title = "Provider unavailable"
+
+
+class ProviderConfigError(Exception):
+    """providers.toml is unreadable or invalid; the message names the file and the problem."""
+
+
+class ProviderInfo(BaseModel):
+    """One row of GET /v1/providers."""
+
+    id: str | dict[str, str]
+    display_name: str
+    command: str
+    args: list[str]
+    available: bool
+    reason: str | None
+
+    def wire(self) -> dict[str, Any]:
+        """JSON form of the row."""
+        return self.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    """A registered provider: registry key ("codex", "custom:NAME") and its launch spec."""
+
+    key: str
+    display_name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def launch(self, cwd: str) -> LaunchSpec:
+        """The launch spec for a session in `cwd`; env is merged over os.environ."""
+        return LaunchSpec(
+            command=self.command, args=list(self.args), env={**os.environ, **self.env}, cwd=cwd
+        )
+
+    def unavailable_reason(self) -> str | None:
+        """Why the command can't be started here (e.g. "command not found: grok"), or None."""
+        path = self.env.get("PATH", os.environ.get("PATH"))
+        if shutil.which(self.command, path=path) is None:
+            return f"command not found: {self.command}"
+        return None
+
+    def check_available(self) -> None:
+        """Raise ProviderUnavailableError when the command can't be found."""
+        if reason := self.unavailable_reason():
+            raise ProviderUnavailableError(f"{self.display_name} is unavailable: {reason}")
+
+    def info(self) -> ProviderInfo:
+        """The GET /v1/providers row for this provider."""
+        reason = self.unavailable_reason()
+        return ProviderInfo(
+            id=provider_wire(self.key),
+            display_name=self.display_name,
+            command=self.command,
+            args=list(self.args),
+            available=reason is None,
+            reason=reason,
+        )
+
+
+def _builtin(key: str, display_name: str, command: str, *args: str) -> ProviderEntry:
+    return ProviderEntry(key=key, display_name=display_name, command=command, args=args)
+
+
+def builtin_entries(home: Path) -> list[ProviderEntry]:
+    """The nine documented agents plus the scripted demo agent `{"custom":"echo"}`."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    python_path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    return [
+        _builtin("claude_code", "Claude Code", "npx", "-y", "@zed-industries/claude-code-acp"),
+        _builtin("codex", "Codex", "npx", "-y", "@zed-industries/codex-acp"),
+        _builtin("grok", "Grok", "grok", "agent", "stdio"),
+        _builtin("cursor", "Cursor", "cursor-agent", "--acp"),
+        _builtin("opencode", "OpenCode", "opencode", "acp"),
+        _builtin("opencode2", "OpenCode 2", "opencode2", "acp"),
+        _builtin("pi", "Pi", "npx", "-y", "pi-acp"),
+        _builtin("kimi", "Kimi", "kimi", "acp"),
+        _builtin("zcode", "Z Code", "npx", "-y", "glm-acp-agent"),
+        ProviderEntry(
+            key=DEMO_KEY,
+            display_name="Echo (demo agent)",
+            command=sys.executable,
+            args=("-m", "core.agents.demo_agent"),
+            # The demo must import `core` whatever the session cwd; its sessions survive
+            # restarts (session/load) by living under the home directory.
+            env={"PYTHONPATH": python_path, "DEMO_AGENT_STATE_DIR": str(home / "demo-agent")},
+        ),
+    ]
+
+
+class ProviderRegistry:
+    """Providers by registry key, in listing order (built-ins first, then providers.toml)."""
+
+    def __init__(self, entries: list[ProviderEntry]) -> None:
+        self._entries = {entry.key: entry for entry in entries}
+
+    @classmethod
+    def load(cls, home: Path) -> ProviderRegistry:
+        """Built-ins overlaid with `home/providers.toml`; raises ProviderConfigError."""
+        entries = {entry.key: entry for entry in builtin_entries(home)}
+        path = home / PROVIDERS_FILE
+        for name, table in _read_tables(path).items():
+            key = name if name in BUILTIN_PROVIDERS else f"custom:{name}"
+            entries[key] = _entry_from_table(path, name, key, table, entries.get(key))
+        return cls(list(entries.values()))
+
+    def get(self, key: str) -> ProviderEntry:
+        """The provider for a registry key (`provider_key(...)`); raises UnknownProviderError."""
+        entry = self._entries.get(PROVIDER_ALIASES.get(key, key))
+        if entry is None:
+            raise UnknownProviderError(f"unknown provider: {key}")
+        return entry
+
+    def list(self) -> list[ProviderInfo]:
+        """Every provider with its availability on this machine."""
+        return [entry.info() for entry in self._entries.values()]
+
+
+def _read_tables(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProviderConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProviderConfigError(f"{path}: invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"providers"})
+    if unknown:
+        raise ProviderConfigError(f"{path}: unknown top-level key {unknown[0]!r}")
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise ProviderConfigError(f"{path}: [providers] must be a table")
+    for name, table in providers.items():
+        if not 1 <= len(name) <= _MAX_NAME or not name.strip():
+            raise ProviderConfigError(f"{path}: provider name {name!r} must be 1-128 characters")
+        if not isinstance(table, dict):
+            raise ProviderConfigError(f"{path}: providers.{name} must be a table")
+    return providers
+
+
+def _entry_from_table(
+    path: Path, name: str, key: str, table: dict[str, Any], base: ProviderEntry | None
+) -> ProviderEntry:
+    where = f"{path}: providers.{name}"
+    unknown = sorted(set(table) - _TABLE_KEYS)
+    if unknown:
+        raise ProviderConfigError(f"{where}: unknown key {unknown[0]!r}")
+    command, args = table.get("command"), table.get("args")
+    env, display_name = table.get("env"), table.get("display_name")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise ProviderConfigError(f"{where}.command must be a non-empty string")
+    if args is not None and (
+        not isinstance(args, list) or not all(isinstance(a, str) for a in args)
+    ):
+        raise ProviderConfigError(f"{where}.args must be an array of strings")
+    if env is not None and (
+        not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values())
+    ):
+        raise ProviderConfigError(f"{where}.env must be a table of strings")
+    if display_name is not None and (not isinstance(display_name, str) or not display_name):
+        raise ProviderConfigError(f"{where}.display_name must be a non-empty string")
+    if base is None:
+        if command is None:
+            raise ProviderConfigError(f"{where}.command is required for a custom provider")
+        base = ProviderEntry(key=key, display_name=name, command=command)
+    return replace(
+        base,
+        command=command if command is not None else base.command,
+        args=tuple(args) if args is not None else base.args,
+        env={**base.env, **(env or {})},
+        display_name=display_name if display_name is not None else base.display_name,
+    )

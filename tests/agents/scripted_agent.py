@@ -1,0 +1,217 @@
+"""Scripted ACP test agent: the demo agent plus directives for tests, one per prompt line.
+
+Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives: /text s,
+/chunks N, /think s, /plan a|b|c, /tool id kind status title, /agent-tool id, /permission
+kind|none [title], /permissions N kind, /fail [msg], /hang, /ignore-cancel, /crash, /bigline N,
+/usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
+/request method. Env: SCRIPTED_AGENT_LOAD=0|1, SCRIPTED_AGENT_LOG=path (JSON line per inbound
+message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a sleeping grandchild holding stdout; pid in the log),
+SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from acp.exceptions import RequestError
+
+from core.agents.client import LaunchSpec
+from core.agents.demo_agent import AgentPeer, DemoAgent, DemoSession, Turn, main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+AGENT_LAUNCH_INPUT = {
+    "subagent_type": "explorer",
+    "description": "Explore the repository",
+    "prompt": "Map the modules under core/",
+    "secret_blob": "x" * 64,
+}
+
+
+def launch_spec(
+    cwd: str | Path,
+    *,
+    load: bool = True,
+    log: Path | None = None,
+    spawn_child: bool = False,
+    env: dict[str, str] | None = None,
+) -> LaunchSpec:
+    """How to start this agent as a real subprocess."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SCRIPTED_AGENT_LOAD": str(int(load))}
+    if log is not None:
+        full_env["SCRIPTED_AGENT_LOG"] = str(log)
+    if spawn_child:
+        full_env["SCRIPTED_AGENT_SPAWN_CHILD"] = "1"
+    full_env.update(env or {})
+    return LaunchSpec(sys.executable, ["-m", "tests.agents.scripted_agent"], full_env, str(cwd))
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines the agent logged (empty if none yet)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class ScriptedAgent(DemoAgent):
+    """DemoAgent with test directives, a grouped and a boolean config option, and a log."""
+
+    config_ids = (*DemoAgent.config_ids, "effort")
+
+    def __init__(self, peer: AgentPeer) -> None:
+        super().__init__(peer, load_session=os.environ.get("SCRIPTED_AGENT_LOAD", "1") == "1")
+        self.log_path = os.environ.get("SCRIPTED_AGENT_LOG")
+        if os.environ.get("SCRIPTED_AGENT_SPAWN_CHILD") == "1":
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL
+            )
+            self.log({"event": "child", "pid": child.pid, "agent_pid": os.getpid()})
+
+    def log(self, entry: dict[str, Any]) -> None:
+        if self.log_path:
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    def received(self, method: str, params: Any) -> None:
+        body = params if isinstance(params, dict) else {}
+        entry: dict[str, Any] = {"method": method, "sessionId": body.get("sessionId")}
+        if method == "session/prompt":
+            blocks = body.get("prompt") or []
+            entry["text"] = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+        elif method != "session/update":
+            entry["params"] = body
+        self.log(entry)
+
+    def config_options(self, session: DemoSession) -> list[dict[str, Any]]:
+        effort = {
+            "id": "effort",
+            "name": "Effort",
+            "category": "thought_level",
+            "type": "select",
+            "currentValue": session.config.get("effort", "medium"),
+            "options": [
+                {"group": "cheap", "name": "Cheap", "options": [{"value": "low", "name": "Low"}]},
+                {
+                    "group": "costly",
+                    "name": "Costly",
+                    "options": [
+                        {"value": "medium", "name": "Medium"},
+                        {"value": "high", "name": "High", "description": "Slow"},
+                    ],
+                },
+            ],
+        }
+        fast = {"id": "fast", "name": "Fast mode", "type": "boolean", "currentValue": False}
+        return [*super().config_options(session), effort, fast]
+
+    # -- directives (`/name arg` runs `do_name`) ----------------------------------------------
+
+    async def do_text(self, turn: Turn, arg: str) -> None:
+        await self.say(turn, arg)
+
+    async def do_chunks(self, turn: Turn, arg: str) -> None:
+        for i in range(int(arg)):
+            await self.say(turn, f"chunk-{i} ")
+
+    async def do_think(self, turn: Turn, arg: str) -> None:
+        await self.think(turn, arg)
+
+    async def do_plan(self, turn: Turn, arg: str) -> None:
+        await self.plan(turn, arg.split("|"))
+
+    async def do_tool(self, turn: Turn, arg: str) -> None:
+        tool_id, kind, status, *title = arg.split(" ", 3)
+        await self.tool(
+            turn,
+            tool_id,
+            kind=None if kind == "none" else kind,
+            status=None if status == "none" else status,
+            title=title[0] if title else None,
+        )
+
+    async def do_agent_tool(self, turn: Turn, arg: str) -> None:
+        await self.tool(
+            turn, arg, kind="other", status="pending", title="Task", raw_input=AGENT_LAUNCH_INPUT
+        )
+
+    async def do_permissions(self, turn: Turn, arg: str) -> None:
+        count, _, kind = arg.partition(" ")
+        calls = [
+            {"toolCallId": f"perm-{i}", "title": f"Permission {i}", "kind": kind or "execute"}
+            for i in range(int(count))
+        ]
+        outcomes = await asyncio.gather(*(self.peer.ask(turn.session.id, c) for c in calls))
+        for outcome in outcomes:
+            await self.say(turn, f"{outcome}\n")
+
+    async def do_fail(self, turn: Turn, arg: str) -> None:
+        raise RequestError(-32000, arg or "boom")
+
+    async def do_hang(self, turn: Turn, arg: str) -> str:
+        await turn.cancelled.wait()
+        return "cancelled"
+
+    async def do_ignore_cancel(self, turn: Turn, arg: str) -> None:
+        await asyncio.get_running_loop().create_future()  # never resolves
+
+    async def do_crash(self, turn: Turn, arg: str) -> None:
+        await self.say(turn, "crashing")
+        await self.peer.flush()
+        os._exit(3)
+
+    async def do_bigline(self, turn: Turn, arg: str) -> None:
+        await self.say(turn, "x" * int(arg))
+
+    async def do_usage(self, turn: Turn, arg: str) -> None:
+        used, size = (int(v) for v in arg.split())
+        update = {"sessionUpdate": "usage_update", "used": used, "size": size}
+        await self.peer.update(turn.session.id, update)
+
+    async def do_stop(self, turn: Turn, arg: str) -> str:
+        return arg
+
+    async def do_sleep(self, turn: Turn, arg: str) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(turn.cancelled.wait(), int(arg) / 1000)
+
+    async def do_user(self, turn: Turn, arg: str) -> None:
+        content = {"type": "text", "text": arg}
+        await self.peer.update(
+            turn.session.id, {"sessionUpdate": "user_message_chunk", "content": content}
+        )
+
+    async def do_config_update(self, turn: Turn, arg: str) -> None:
+        options = self.config_options(turn.session)
+        await self.peer.update(
+            turn.session.id, {"sessionUpdate": "config_option_update", "configOptions": options}
+        )
+
+    async def do_raw(self, turn: Turn, arg: str) -> None:
+        await self.peer.update(turn.session.id, json.loads(arg))
+
+    async def do_request(self, turn: Turn, arg: str) -> None:
+        """`/request method`: call the client, say "error <code>: <message>" or "ok"."""
+        params = {"sessionId": turn.session.id, "path": "/etc/hostname", "content": ""}
+        try:
+            await self.peer.call(arg, params)
+        except RequestError as exc:
+            await self.say(turn, f"error {exc.code}: {exc}")
+        else:
+            await self.say(turn, "ok")
+
+
+if __name__ == "__main__":
+    stubborn = os.environ.get("SCRIPTED_AGENT_STUBBORN") == "1"
+    if stubborn:  # ignore SIGTERM and outlive stdin: only SIGKILL ends it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    main(ScriptedAgent)
+    if stubborn:
+        time.sleep(600)

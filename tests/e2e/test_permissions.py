@@ -1,0 +1,262 @@
+"""Execution policy and permission parking through a real server (issue: permissions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import C2Server, Client, EventStream
+
+MODES = ["ask", "accept_edits", "yolo"]
+SANDBOXES = ["read_only", "workspace_write", "danger_full_access"]
+KINDS = {"read": "read", "mutating": "edit", "unknown": "other"}
+# The decision table of original-behaviour §2.1: A allow, D deny, ? ask.
+TABLE = {
+    ("ask", "read_only"): "?DD",
+    ("ask", "workspace_write"): "??D",
+    ("ask", "danger_full_access"): "???",
+    ("accept_edits", "read_only"): "?DD",
+    ("accept_edits", "workspace_write"): "?AD",
+    ("accept_edits", "danger_full_access"): "?A?",
+    ("yolo", "read_only"): "ADD",
+    ("yolo", "workspace_write"): "AAD",
+    ("yolo", "danger_full_access"): "AAA",
+}
+
+
+def activities(stream: EventStream, sid: str) -> list[dict]:
+    return [
+        e["activity"]
+        for e in stream.events
+        if e["event"] == "session_activity_changed" and e["session"] == sid
+    ]
+
+
+def said(stream: EventStream, sid: str) -> str:
+    return "".join(
+        e["text"] for e in stream.events if e["event"] == "agent_text" and e["session"] == sid
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_policy_table_decides_every_cell(client: Client, workdir: Path, mode: str) -> None:
+    """All 27 mode × sandbox × kind cells: allow, reject or park exactly as the table says."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        for sandbox in SANDBOXES:
+            resp = await client.http.put(
+                f"/v1/sessions/{sid}/execution-policy",
+                json={"mode": mode, "sandbox": sandbox, "request_id": f"{mode}-{sandbox}"},
+            )
+            assert resp.status_code == 200, resp.text
+            changed = await stream.until_event("execution_policy_changed")
+            assert changed["policy"] == {"mode": mode, "sandbox": sandbox}
+            assert changed["request_id"] == f"{mode}-{sandbox}"
+            for expected, kind in zip(TABLE[(mode, sandbox)], KINDS.values(), strict=True):
+                before = len(stream.events)
+                await client.prompt(sid, f"/permission {kind} Do {kind}")
+                if expected == "?":
+                    req = await stream.until_event("permission_request")
+                    assert req["options"] == [["allow", "Allow"], ["reject", "Reject"]]
+                    resp = await client.answer(sid, req["request_id"], "allow")
+                    assert resp.status_code == 200
+                await stream.until_event("turn_ended")
+                turn = stream.events[before:]
+                text = "".join(e["text"] for e in turn if e["event"] == "agent_text")
+                parked = any(e["event"] == "permission_request" for e in turn)
+                assert parked == (expected == "?"), (mode, sandbox, kind)
+                want = {"A": "allow", "D": "reject", "?": "allow"}[expected]
+                assert text == want, (mode, sandbox, kind, text)
+
+
+async def test_accept_edits_still_asks_for_execute(client: Client, workdir: Path) -> None:
+    """accept_edits auto-allows edit/delete/move only; execute still parks."""
+    sid = (await client.new_session(
+        workdir, initial_policy={"mode": "accept_edits", "sandbox": "workspace_write"}
+    ))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permission execute Run tests")
+        req = await stream.until_event("permission_request")
+        assert req["title"] == "Run tests"
+        await client.answer(sid, req["request_id"], None)
+        await stream.until_event("turn_ended")
+    assert said(stream, sid) == "cancelled"
+
+
+async def test_initial_policy_governs_the_first_turn(client: Client, workdir: Path) -> None:
+    """ask + read_only from new_session auto-rejects an execute request on turn one."""
+    sid = (await client.new_session(
+        workdir, initial_policy={"mode": "ask", "sandbox": "read_only"}
+    ))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permission execute rm -rf build")
+        await stream.until_event("turn_ended")
+    assert "permission_request" not in stream.names()
+    assert said(stream, sid) == "reject"
+    assert [a["revision"] for a in activities(stream, sid)] == [1, 2]
+
+
+async def test_two_pending_permissions_answered_out_of_order(
+    client: Client, workdir: Path
+) -> None:
+    """Two parked inputs: exact revisions running, awaiting×2, awaiting, running, idle."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permissions 2 execute")
+        first = await stream.until_event("permission_request")
+        second = await stream.until_event("permission_request")
+        snap = await client.snapshot(sid)
+        pending = snap["activity"]["state"]["pending"]
+        assert [p["input_id"] for p in pending] == [first["request_id"], second["request_id"]]
+        assert pending[0]["sequence"] < pending[1]["sequence"]
+        assert (await client.answer(sid, second["request_id"], "reject")).status_code == 200
+        mid = await stream.until_event("session_activity_changed")
+        assert mid["activity"]["state"]["kind"] == "awaiting_input"
+        assert len(mid["activity"]["state"]["pending"]) == 1
+        assert (await client.answer(sid, first["request_id"], "allow")).status_code == 200
+        await stream.until_event("turn_ended")
+    revisions = [(a["revision"], a["state"]["kind"]) for a in activities(stream, sid)]
+    assert revisions == [
+        (1, "running"),
+        (2, "awaiting_input"),
+        (3, "awaiting_input"),
+        (4, "awaiting_input"),
+        (5, "running"),
+        (6, "idle"),
+    ]
+    assert said(stream, sid) == "allow\nreject\n"
+
+
+async def test_invalid_answers_are_noops(client: Client, workdir: Path) -> None:
+    """Wrong session, unknown id, bad option and duplicate answers: 409, no event, no revision."""
+    sid = (await client.new_session(workdir))["id"]
+    other = (await client.new_session(workdir))["id"]
+    async with EventStream(client) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permission execute Deploy")
+        req = await stream.until_event("permission_request", session=sid)
+        input_id = req["request_id"]
+        revision = (await client.snapshot(sid))["activity"]["revision"]
+        count = len(stream.events)
+        cases = [
+            (other, input_id, "allow", "permission_not_pending"),
+            (sid, "not-an-input", "allow", "permission_not_pending"),
+            (sid, input_id, "maybe", "invalid_option"),
+        ]
+        for session, iid, option, code in cases:
+            resp = await client.answer(session, iid, option)
+            assert resp.status_code == 409 and resp.json()["code"] == code
+        assert (await client.snapshot(sid))["activity"]["revision"] == revision
+        assert (await client.answer(sid, input_id, "allow")).status_code == 200
+        dup = await client.answer(sid, input_id, "reject")
+        assert dup.status_code == 409 and dup.json()["code"] == "permission_not_pending"
+        await stream.until_event("turn_ended", session=sid)
+    errors = [e for e in stream.events[count:] if e["event"] == "error"]
+    assert errors == []
+    assert said(stream, sid) == "allow"
+
+
+async def test_cancel_drains_parked_inputs_first(client: Client, workdir: Path) -> None:
+    """cancel answers every parked input cancelled, returns to running, then ends the turn."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permissions 2 execute\n/hang")
+        await stream.until_event("permission_request")
+        await stream.until_event("permission_request")
+        resp = await client.http.post(f"/v1/sessions/{sid}/cancel")
+        assert resp.json() == {"session": sid, "cancelled": True}
+        ended = await stream.until_event("turn_ended")
+    kinds = [(a["revision"], a["state"]["kind"]) for a in activities(stream, sid)]
+    assert kinds == [
+        (1, "running"), (2, "awaiting_input"), (3, "awaiting_input"), (4, "running"), (5, "idle")
+    ]
+    assert ended["stop_reason"] == "cancelled"
+    assert said(stream, sid) == "cancelled\ncancelled\n"
+
+
+async def test_policy_change_affects_later_requests_only(client: Client, workdir: Path) -> None:
+    """A parked request stays parked after yolo; the next request is auto-allowed."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permission execute first\n/permission execute second")
+        req = await stream.until_event("permission_request")
+        resp = await client.http.put(f"/v1/sessions/{sid}/permission-mode", json={"mode": "yolo"})
+        assert resp.status_code == 200
+        legacy = await stream.until_event("execution_policy_changed")
+        assert "request_id" not in legacy
+        assert legacy["policy"] == {"mode": "yolo", "sandbox": "workspace_write"}
+        assert (await client.snapshot(sid))["activity"]["state"]["kind"] == "awaiting_input"
+        await client.answer(sid, req["request_id"], "reject")
+        await stream.until_event("turn_ended")
+    assert stream.names().count("permission_request") == 1
+    assert said(stream, sid) == "rejectallow"
+
+
+async def test_policy_of_unknown_session_is_a_correlated_error(client: Client) -> None:
+    """set_execution_policy on a missing session: 404 and a non-terminal correlated error."""
+    async with EventStream(client) as stream:
+        await stream.frame()
+        resp = await client.http.put(
+            "/v1/sessions/nope/execution-policy",
+            json={"mode": "yolo", "sandbox": "read_only", "request_id": "pol-x"},
+        )
+        assert resp.status_code == 404
+        err = await stream.until_event("error")
+    assert err["request_id"] == "pol-x" and err["terminal"] is False
+    assert "execution_policy_changed" not in stream.names()
+
+
+async def test_second_client_sees_parked_permission_in_welcome(
+    client: Client, workdir: Path
+) -> None:
+    """A client connecting while a permission is parked sees it and can answer it."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as first:
+        await first.frame()
+        await client.prompt(sid, "/permission execute Ship it")
+        await first.until_event("permission_request")
+        second_client = Client(client.server)
+        async with EventStream(second_client) as second:
+            welcome = await second.frame()
+            snap = next(s for s in welcome["sessions"] if s["id"] == sid)
+            state = snap["activity"]["state"]
+            assert state["kind"] == "awaiting_input"
+            (pending,) = state["pending"]
+            assert pending["title"] == "Ship it" and pending["kind"] == "permission"
+            resp = await second_client.answer(sid, pending["input_id"], "allow")
+            assert resp.status_code == 200
+        await second_client.aclose()
+        await first.until_event("turn_ended")
+    assert said(first, sid) == "allow"
+
+
+async def test_restart_drops_parked_permission(fresh_c2: C2Server, workdir: Path) -> None:
+    """After a restart nothing is actionable: failed/interrupted, old input id is a no-op."""
+    client = Client(fresh_c2)
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permission execute Deploy")
+        req = await stream.until_event("permission_request")
+    await client.aclose()
+    fresh_c2.stop()
+    fresh_c2.start()
+    client = Client(fresh_c2)
+    snap = await client.snapshot(sid)
+    assert snap["activity"]["state"]["kind"] == "failed"
+    assert snap["activity"]["state"]["reason"] == "interrupted"
+    assert "pending" not in snap["activity"]["state"]
+    resp = await client.answer(sid, req["request_id"], "allow")
+    assert resp.status_code == 409
+    resp = await client.http.put(
+        f"/v1/sessions/{sid}/execution-policy", json={"mode": "yolo", "sandbox": "read_only"}
+    )
+    assert resp.status_code == 200 and resp.json()["policy"]["mode"] == "yolo"
+    await client.aclose()

@@ -1,0 +1,299 @@
+"""Prompt turns over ACP through a real server and the scripted agent (issue: agent sessions)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.e2e.harness import C2Server, Client, EventStream
+
+
+def session_events(stream: EventStream, session: str) -> list[dict]:
+    return [e for e in stream.events if e.get("session") == session]
+
+
+async def test_prompt_emits_events_in_protocol_order(client: Client, workdir: Path) -> None:
+    """An accepted prompt: running → title → turn_started → stream → idle → turn_ended."""
+    snap = await client.new_session(workdir, request_id="create-1")
+    sid = snap["id"]
+    async with EventStream(client) as stream:
+        welcome = await stream.frame()
+        assert welcome["kind"] == "sessions"
+        assert any(s["id"] == sid for s in welcome["sessions"])
+        resp = await client.prompt(sid, "Hello there, echo agent.", request_id="p-1")
+        assert resp.status_code == 202, resp.text
+        body = resp.json()
+        assert body["request_id"] == "p-1" and body["transcript_seq"] == 0
+        await stream.until_event("turn_ended", session=sid)
+    events = session_events(stream, sid)
+    names = [e["event"] for e in events]
+    assert names[:3] == ["session_activity_changed", "session_title_changed", "turn_started"]
+    assert events[0]["activity"]["revision"] == 1
+    assert events[0]["activity"]["state"]["kind"] == "running"
+    assert events[0]["activity"]["state"]["prompt_request_id"] == "p-1"
+    assert events[1]["title"] == "Hello there, echo agent"
+    assert events[2] == {
+        "event": "turn_started",
+        "session": sid,
+        "request_id": "p-1",
+        "transcript_seq": 0,
+    }
+    assert names[-2:] == ["session_activity_changed", "turn_ended"]
+    assert events[-2]["activity"] == {"revision": 2, "state": {"kind": "idle"}}
+    assert events[-1]["stop_reason"] == "end_turn"
+    middle = set(names[3:-2])
+    assert {"agent_text", "agent_thought", "plan", "tool_call", "usage", "context_window"} <= middle
+    texts = [e for e in events if e["event"] == "agent_text"]
+    assert "".join(e["text"] for e in texts) == "Hello there, echo agent."
+    assert len({e["message_id"] for e in texts}) == 1
+    seqs = [e["transcript_seq"] for e in events if "transcript_seq" in e]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert stream.ids == sorted(stream.ids)
+
+
+async def test_turn_two_clients_see_identical_sequences(client: Client, workdir: Path) -> None:
+    """Two concurrent streams receive the same events with the same ids in the same order."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client) as a, EventStream(client) as b:
+        await a.frame()
+        await b.frame()
+        assert (await client.prompt(sid, "/chunks 50")).status_code == 202
+        await a.until_event("turn_ended", session=sid)
+        await b.until_event("turn_ended", session=sid)
+    assert a.ids == b.ids
+    assert a.events == b.events
+
+
+async def test_prompt_while_running_is_rejected_without_touching_the_turn(
+    client: Client, workdir: Path
+) -> None:
+    """A second prompt gets 409 and a correlated non-terminal error; the turn keeps running."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "/hang", request_id="first")).status_code == 202
+        await stream.until_event("turn_started")
+        resp = await client.prompt(sid, "again", request_id="second")
+        assert resp.status_code == 409
+        assert resp.json()["code"] == "turn_already_running"
+        err = await stream.until_event("error")
+        assert err["request_id"] == "second" and err["terminal"] is False
+        assert (await client.snapshot(sid))["activity"]["state"]["kind"] == "running"
+        cancel = await client.http.post(f"/v1/sessions/{sid}/cancel")
+        assert cancel.status_code == 202 and cancel.json()["cancelled"] is True
+        ended = await stream.until_event("turn_ended")
+        assert ended["stop_reason"] == "cancelled"
+    assert stream.names().count("turn_started") == 1
+
+
+async def test_provider_error_fails_the_turn_with_a_terminal_error(
+    client: Client, workdir: Path
+) -> None:
+    """A failing session/prompt: failed/provider_error activity, then a terminal error."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/fail kaboom", request_id="p-fail")
+        err = await stream.until_event("error")
+    activity = [e for e in stream.events if e["event"] == "session_activity_changed"][-1]
+    assert activity["activity"]["state"]["kind"] == "failed"
+    assert activity["activity"]["state"]["reason"] == "provider_error"
+    assert "kaboom" in err["message"] and err["terminal"] is True
+    assert err["request_id"] == "p-fail"
+    assert "turn_ended" not in stream.names()
+
+
+async def test_agent_crash_mid_turn_ends_the_turn_quickly(client: Client, workdir: Path) -> None:
+    """An agent that dies mid-turn ends the turn with a terminal error within a second."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/crash")
+        await stream.until_event("agent_text")
+        started = time.monotonic()
+        err = await stream.until_event("error", timeout=5)
+        assert time.monotonic() - started < 1.5
+    assert err["terminal"] is True
+    # The next prompt revives the agent.
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "back again")).status_code == 202
+        assert (await stream.until_event("turn_ended"))["stop_reason"] == "end_turn"
+
+
+async def test_new_session_rejects_unknown_provider_and_bad_cwd(
+    client: Client, workdir: Path
+) -> None:
+    """Unknown provider → 422 + correlated terminal error; a missing cwd names the path."""
+    async with EventStream(client) as stream:
+        await stream.frame()
+        resp = await client.http.post(
+            "/v1/sessions",
+            json={"provider": {"custom": "nope"}, "cwd": str(workdir), "use_worktree": False,
+                  "request_id": "bad-provider"},
+        )
+        assert resp.status_code == 422 and resp.json()["code"] == "unknown_provider"
+        err = await stream.until_event("error")
+        assert err["session"] is None and err["terminal"] is True
+        assert err["request_id"] == "bad-provider"
+        missing = workdir / "missing"
+        resp = await client.http.post(
+            "/v1/sessions",
+            json={"provider": {"custom": "scripted"}, "cwd": str(missing), "use_worktree": False},
+        )
+        assert resp.status_code == 422 and resp.json()["code"] == "invalid_cwd"
+        assert str(missing) in resp.json()["detail"]
+    listed = (await client.http.get("/v1/sessions")).json()["sessions"]
+    assert all(s["cwd"] != str(missing) for s in listed)
+
+
+async def test_new_session_broadcasts_session_created_with_request_id(
+    client: Client, workdir: Path
+) -> None:
+    """The 201 receipt is broadcast as session_created echoing the request id."""
+    async with EventStream(client) as stream:
+        await stream.frame()
+        snap = await client.new_session(workdir, request_id="mine",
+                                        initial_policy={"mode": "yolo", "sandbox": "read_only"})
+        created = await stream.until_event("session_created", session=snap["id"])
+    assert created["request_id"] == "mine"
+    assert created["cwd"] == str(workdir.resolve())
+    assert snap["policy"] == {"mode": "yolo", "sandbox": "read_only"}
+    assert snap["activity"] == {"revision": 0, "state": {"kind": "idle"}}
+    assert snap["project_path"] == str(workdir.resolve()) and snap["worktree_path"] is None
+
+
+async def test_set_model_and_config_option_round_trip(client: Client, workdir: Path) -> None:
+    """set_model and set_config_option reach the agent and broadcast the new state."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        resp = await client.http.put(f"/v1/sessions/{sid}/config-options/verbosity",
+                                     json={"value": "terse"})
+        assert resp.status_code == 409  # no ACP session before the first prompt
+        await client.prompt(sid, "hi")
+        models = await stream.until_event("models")
+        assert models["current"] == "echo-fast"
+        await stream.until_event("turn_ended")
+        resp = await client.http.put(f"/v1/sessions/{sid}/model", json={"model": "echo-smart"})
+        assert resp.status_code == 200 and resp.json()["current"] == "echo-smart"
+        assert (await stream.until_event("models"))["current"] == "echo-smart"
+        resp = await client.http.put(f"/v1/sessions/{sid}/config-options/verbosity",
+                                     json={"value": "terse"})
+        assert resp.status_code == 200, resp.text
+        opts = {o["id"]: o["current"] for o in resp.json()["options"]}
+        assert opts["verbosity"] == "terse"
+        await stream.until_event("config_options")
+    snap = await client.snapshot(sid)
+    assert snap["model"] == "echo-smart"
+    assert {o["id"]: o["current"] for o in snap["config_options"]}["verbosity"] == "terse"
+
+
+async def test_prompt_survives_client_disconnect(client: Client, workdir: Path) -> None:
+    """A POST whose client vanished after sending still runs to turn_ended."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        body = b'{"doc":[{"type":"text","text":"/sleep 300\\n/text done"}]}'
+        head = (
+            f"POST /v1/sessions/{sid}/prompt HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {client.server.bearer}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", client.server.port)) as sock:
+            sock.sendall(head + body)
+            await anyio.sleep(0.05)
+        ended = await stream.until_event("turn_ended")
+    assert ended["stop_reason"] == "end_turn"
+    assert "done" in "".join(e.get("text", "") for e in stream.events)
+
+
+async def test_delete_session_ends_agent_and_hides_it(client: Client, workdir: Path) -> None:
+    """DELETE archives the session, kills its agent, keeps its transcript readable."""
+    sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/hang")
+        await stream.until_event("turn_started")
+    pids = [e for e in client.server.agent_log_lines() if e.get("event") == "child"]
+    agent_pid, child_pid = pids[-1]["agent_pid"], pids[-1]["pid"]
+    assert (await client.http.delete(f"/v1/sessions/{sid}")).status_code == 204
+    await wait_gone(agent_pid, child_pid)
+    listed = (await client.http.get("/v1/sessions")).json()["sessions"]
+    assert sid not in {s["id"] for s in listed}
+    page = await client.http.get(f"/v1/sessions/{sid}/transcript")
+    assert page.status_code == 200 and page.json()["entries"][0]["part"]["kind"] == "prompt"
+
+
+async def wait_gone(*pids: int, timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while any(alive(pid) for pid in pids):
+            await anyio.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it no longer runs.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir: Path) -> None:
+    """A server killed mid-turn comes back with failed/interrupted, never a stale running."""
+    client = Client(fresh_c2)
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/hang")
+        await stream.until_event("turn_started")
+        last = stream.ids[-1]
+    await client.aclose()
+    fresh_c2.stop(sig=9)  # no graceful shutdown: start-up recovery must fix the state
+    fresh_c2.start()
+    client = Client(fresh_c2)
+    snap = await client.snapshot(sid)
+    state = snap["activity"]["state"]
+    assert state["kind"] == "failed" and state["reason"] == "interrupted"
+    assert state["message"] == "C2 stopped before the turn finished"
+    async with EventStream(client, after=last) as stream:
+        event = await stream.until_event("session_activity_changed", session=sid)
+    assert event["activity"]["state"]["reason"] == "interrupted"
+    listed = (await client.http.get("/v1/sessions")).json()["sessions"]
+    assert all(s["activity"]["state"]["kind"] not in ("running", "awaiting_input") for s in listed)
+    # The session is revived on its next prompt, restoring the agent session via session/load.
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "after restart")).status_code == 202
+        await stream.until_event("turn_ended")
+    methods = [e["method"] for e in fresh_c2.agent_log_lines() if "method" in e]
+    assert "session/load" in methods
+    await client.aclose()
+
+
+async def test_shutdown_leaves_no_agent_process(fresh_c2: C2Server, workdir: Path) -> None:
+    """Stopping the server ends every agent process group (agents and their children)."""
+    client = Client(fresh_c2)
+    sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/hang")
+        await stream.until_event("turn_started")
+    await client.aclose()
+    child = [e for e in fresh_c2.agent_log_lines() if e.get("event") == "child"][-1]
+    assert alive(child["agent_pid"]) and alive(child["pid"])
+    fresh_c2.stop()
+    await wait_gone(child["agent_pid"], child["pid"], timeout=5)
+    fresh_c2.start()
+    snap = await Client(fresh_c2).snapshot(sid)
+    assert snap["activity"]["state"]["kind"] == "failed"
