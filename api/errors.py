@@ -103,8 +103,8 @@ def framed(kind: str, *, wrap_unexpected: bool = False, **fields: Any) -> Iterat
         if not wrap_unexpected:
             raise
         log.exception("%s", kind)
-        err = StoreUnavailableError(f"storage failure ({type(exc).__name__})")
-        raise FramedError(err, kind, fields) from exc
+        failure = StoreUnavailableError(f"storage failure ({type(exc).__name__})")
+        raise FramedError(failure, kind, fields) from exc
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import core.errors
 from api import errors as api_errors
 from api.errors import PROBLEM_MEDIA_TYPE
 
+Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"
 API_VERSION = "1.0.0"
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
@@ -37,10 +38,10 @@ _DESCRIPTIONS = {
 }
 
 
-def problems(*statuses: int, schema: str = "Problem") -> dict[int | str, dict[str, Any]]:
+def problems(*statuses: int, schema: str = "Problem") -> Responses:
     """Route `responses=` entries: each status plus `default` answer a problem+json body."""
     ref = {"$ref": f"#/components/schemas/{schema}"}
-    declared: dict[int | str, dict[str, Any]] = {
+    declared: Responses = {
         status: {
             "description": _DESCRIPTIONS.get(status, "Error (problem)"),
             "content": {PROBLEM_MEDIA_TYPE: {"schema": ref}},
@@ -105,7 +106,11 @@ def _problem_schemas() -> dict[str, Any]:
             "message": {"type": "string"},
         },
     }
-    return {"Problem": problem, "SessionsError": sessions_error, "TranscriptError": transcript_error}
+    return {
+        "Problem": problem,
+        "SessionsError": sessions_error,
+        "TranscriptError": transcript_error,
+    }
 
 
 def _sorted(value: Any) -> Any:

@@ -24,11 +24,18 @@ from core.store.database import Store
 
 log = logging.getLogger(__name__)
 EngineFactory = Callable[[Store, EventBus, Path], Engine]
+
+
+def default_engine(store: Store, _bus: EventBus, home: Path) -> Engine:
+    """The real engine; it reaches the bus through the store's publish hook."""
+    return Engine(store, home)
+
+
 READY_PROBE_SECONDS = 2.0
 
 
 class Services:
-    def __init__(self, settings: Settings, engine_factory: EngineFactory = Engine) -> None:
+    def __init__(self, settings: Settings, engine_factory: EngineFactory = default_engine) -> None:
         self.settings = settings
         self.bus = EventBus()
         self.store = Store(settings.database_url)
@@ -122,7 +129,9 @@ class Services:
         records = await self.store.write(lambda uow: uow.idempotency.prune())
         secrets = await self.auth.prune()
         if events or records or secrets:
-            log.info("pruned %d events, %d idempotency records, %d auth rows", events, records, secrets)
+            log.info(
+                "pruned %d events, %d idempotency records, %d auth rows", events, records, secrets
+            )
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], *, delay: float) -> None:

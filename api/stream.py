@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from core.bus import EventBus
 from core.engine import Engine
-from core.store.database import Store
+from core.store.database import ReadUnit, Store
 from core.store.events import CommittedEvent, LogBounds
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,23 @@ REPLAY_BATCH = 500
 def event_frame(ev: CommittedEvent) -> bytes:
     """`id: SEQ` + `data: {"kind":"event","event":<payload>}`; cached so N streams share it."""
     return b"".join(
-        (b"id: ", str(ev.seq).encode(), b'\ndata: {"kind":"event","event":', ev.payload.encode(), b"}\n\n")
+        (
+            b"id: ",
+            str(ev.seq).encode(),
+            b'\ndata: {"kind":"event","event":',
+            ev.payload.encode(),
+            b"}\n\n",
+        )
     )
 
 
 def data_frame(data: str, seq: int | None = None) -> bytes:
     head = f"id: {seq}\n" if seq is not None else ""
     return f"{head}data: {data}\n\n".encode()
+
+
+def _log_after(seq: int, session: str | None, read: ReadUnit) -> list[CommittedEvent]:
+    return read.events.after(seq, session=session, limit=REPLAY_BATCH)
 
 
 def resync_reason(after: int, bounds: LogBounds) -> str | None:
@@ -85,6 +95,7 @@ class EventStream:
                     return
                 events, lagged = sub.take()
                 if lagged:
+                    log.debug("stream of %s lagged at seq %d; catching up", self._device_id, self.last)
                     # The backlog overflowed and was dropped: re-read the gap from the log;
                     # what arrives meanwhile is taken next round and deduplicated by seq.
                     async for chunk in self._replay():
@@ -104,19 +115,20 @@ class EventStream:
             # stream then ends, as it has no position to continue from.
             log.warning("sessions frame failed: %s", exc)
             self.last = -1
-            message = getattr(exc, "message", None) or f"session list unavailable ({type(exc).__name__})"
+            message = (
+                getattr(exc, "message", None) or f"session list unavailable ({type(exc).__name__})"
+            )
             return data_frame(json.dumps({"kind": "sessions_error", "message": message}))
         self.last = through
         sessions = ",".join(json.dumps(s.wire(), separators=(",", ":")) for s in snapshots)
-        return data_frame(f'{{"kind":"sessions","sessions":[{sessions}],"through":{through}}}', through)
+        return data_frame(
+            f'{{"kind":"sessions","sessions":[{sessions}],"through":{through}}}', through
+        )
 
     async def _replay(self) -> AsyncIterator[bytes]:
         """Events after `self.last` from the durable log, in batches, until caught up."""
         while True:
-            after, session = self.last, self._session
-            batch = await self._store.read(
-                lambda r: r.events.after(after, session=session, limit=REPLAY_BATCH)
-            )
+            batch = await self._store.read(partial(_log_after, self.last, self._session))
             if batch:
                 self.last = batch[-1].seq
                 yield b"".join(event_frame(ev) for ev in batch)

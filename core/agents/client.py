@@ -23,8 +23,8 @@ from core.agents.translate import (
     InvalidParams,
     UpdateTranslator,
     parse_config_options,
-    parse_models,
     parse_stop_reason,
+    session_info,
 )
 from core.agents.updates import (
     AcpSessionInfo,
@@ -160,7 +160,7 @@ class AgentProcess:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise AgentError("session/new returned no sessionId")
-        return _session_info(session_id, result)
+        return session_info(session_id, result)
 
     async def load_session(self, acp_session_id: str, cwd: str) -> AcpSessionInfo:
         """`session/load`; the replayed history is not delivered, except usage updates."""
@@ -170,7 +170,7 @@ class AgentProcess:
         finally:
             self._stdio.forget_loads()
         self._translator.start_message()
-        return _session_info(acp_session_id, result)
+        return session_info(acp_session_id, result)
 
     async def prompt(self, acp_session_id: str, text: str) -> StopReason:
         """Run one turn; returns after every update that preceded the answer was delivered."""
@@ -319,15 +319,6 @@ class AgentProcess:
         if choice is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": choice}}
-
-
-def _session_info(session_id: str, result: Any) -> AcpSessionInfo:
-    body = result if isinstance(result, dict) else {}
-    return AcpSessionInfo(
-        acp_session_id=session_id,
-        models=parse_models(body.get("models")),
-        config_options=parse_config_options(body.get("configOptions")),
-    )
 
 
 def _rpc_error_message(exc: RequestError) -> str:

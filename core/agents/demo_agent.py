@@ -21,27 +21,22 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import acp
-from acp.agent.router import build_agent_router
-from acp.connection import Connection
 from acp.exceptions import RequestError
-from acp.interfaces import Agent
 from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
-    RequestPermissionResponse,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     UsageUpdate,
 )
 from acp.utils import serialize_params
-from pydantic import BaseModel
 
-logger = logging.getLogger("c2.demo_agent")
+from core.agents.agent_side import AgentPeer, serve
 
-LINE_LIMIT = 64 * 1024 * 1024
 CONTEXT_WINDOW = 200_000
 MAX_ECHO_CHUNKS = 64
+MAX_HISTORY = 200  # entries kept for session/load replay
 MODELS: tuple[tuple[str, str, str], ...] = (
     ("echo-fast", "Echo fast", "Echoes immediately"),
     ("echo-smart", "Echo smart", "Echoes, but thinks about it first"),
@@ -55,44 +50,10 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _WORDS = re.compile(r"\S+\s*|\s+")
 
 
-class AgentPeer:
-    """The agent's outbound half: session updates and permission requests to the client."""
-
-    def __init__(self, conn: Connection, writer: asyncio.StreamWriter) -> None:
-        self._conn = conn
-        self._writer = writer
-
-    async def update(self, session_id: str, update: BaseModel | dict[str, Any]) -> None:
-        """Send one `session/update` notification."""
-        body = serialize_params(update) if isinstance(update, BaseModel) else update
-        await self._conn.send_notification(
-            "session/update", {"sessionId": session_id, "update": body}
-        )
-
-    async def ask(self, session_id: str, tool_call: dict[str, Any]) -> str:
-        """`session/request_permission` with allow/reject; returns the optionId or "cancelled"."""
-        options = [
-            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-        ]
-        params = {"sessionId": session_id, "toolCall": tool_call, "options": options}
-        raw = await self.call("session/request_permission", params)
-        outcome = RequestPermissionResponse.model_validate(raw).outcome
-        return outcome.option_id if outcome.outcome == "selected" else "cancelled"
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """Any agent-to-client request; raises RequestError with the client's error."""
-        return await self._conn.send_request(method, params)
-
-    async def flush(self) -> None:
-        """Wait until everything written so far has left the process."""
-        # No event signals an empty write buffer; poll it.
-        while self._writer.transport.get_write_buffer_size():  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
-
-
 @dataclass
 class DemoSession:
+    """One agent-side session: settings and the history replayed by session/load."""
+
     id: str
     cwd: str
     model: str = MODELS[0][0]
@@ -103,6 +64,8 @@ class DemoSession:
 
 @dataclass
 class Turn:
+    """One running prompt: its cancel flag and what was said so far."""
+
     session: DemoSession
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     said: list[str] = field(default_factory=list)
@@ -122,6 +85,7 @@ class DemoAgent:
         self.state_dir = Path(state_dir) if state_dir else None
         self.sessions: dict[str, DemoSession] = {}
         self.turns: dict[str, Turn] = {}
+        self.tools_seen: dict[str, set[str]] = {}  # tool call ids announced, per session
         self.delay = int(os.environ.get("DEMO_AGENT_DELAY_MS", "0") or 0) / 1000
 
     def received(self, method: str, params: Any) -> None:
@@ -130,6 +94,7 @@ class DemoAgent:
     # -- ACP agent methods --------------------------------------------------------------------
 
     async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        """Advertise protocol 1 and (optionally) loadSession."""
         return InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(load_session=self.load_session_enabled),
@@ -137,12 +102,14 @@ class DemoAgent:
         )
 
     async def new_session(self, cwd: str, **_: Any) -> dict[str, Any]:
+        """A fresh session with models and config options (a dict: the SDK drops `models`)."""
         session = DemoSession(id=uuid.uuid4().hex, cwd=cwd)
         self.sessions[session.id] = session
         self.save(session)
         return {"sessionId": session.id, **self.session_state(session)}
 
     async def load_session(self, cwd: str, session_id: str, **_: Any) -> dict[str, Any]:
+        """Replay a known session's history as updates, then report usage."""
         if not self.load_session_enabled:
             raise RequestError.method_not_found("session/load")
         session = self.sessions.get(session_id) or self.restore(session_id)
@@ -159,12 +126,13 @@ class DemoAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_: Any
     ) -> dict[str, Any]:
+        """Change one select option; answers the whole new option set."""
         session = self.session(session_id)
         allowed = {
-            value
+            choice
             for option in self.config_options(session)
             if option["id"] == config_id
-            for value in _choice_values(option["options"])
+            for choice in _choice_values(option["options"])
         }
         if config_id not in self.config_ids or value not in allowed:
             raise RequestError(-32602, f"invalid value for {config_id}: {value!r}")
@@ -184,9 +152,10 @@ class DemoAgent:
         return {}
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> dict[str, Any]:
+        """Run one turn and record it in the session history."""
         session = self.session(session_id)
         text = "".join(getattr(block, "text", "") for block in prompt)
-        turn = Turn(session)
+        turn = Turn(session, tools_seen=self.tools_seen.setdefault(session_id, set()))
         self.turns[session_id] = turn
         session.turns += 1
         try:
@@ -194,10 +163,12 @@ class DemoAgent:
         finally:
             self.turns.pop(session_id, None)
             session.history += [("user", text), ("agent", "".join(turn.said))]
+            del session.history[:-MAX_HISTORY]
             self.save(session)
         return {"stopReason": stop}  # a dict, so scripts may return any stop reason
 
     async def cancel(self, session_id: str, **_: Any) -> None:
+        """Flag the session's running turn as cancelled."""
         if turn := self.turns.get(session_id):
             turn.cancelled.set()
 
@@ -230,7 +201,7 @@ class DemoAgent:
         await self.report_usage(session, extra=text)
         if session.config.get("verbosity") != "terse":
             await self.think(turn, f"Echoing {len(text)} characters with {session.model}.")
-            await self.plan(turn, ["Read the prompt", "Echo it back", "Report usage"])
+            await self.plan(turn, ["Read the prompt", "Echo it back"])
             tool_id = f"read-{session.turns}"
             await self.tool(turn, tool_id, kind="read", status="pending", title="Read the prompt")
             await self.tool(turn, tool_id, status="completed")
@@ -241,6 +212,8 @@ class DemoAgent:
                 return "cancelled"
             await self.say(turn, "".join(words[i : i + per]))
             await self.pause()
+        if session.config.get("verbosity") == "verbose":
+            await self.think(turn, f"Echoed {len(words)} words in {len(turn.said)} chunks.")
         return "cancelled" if turn.cancelled.is_set() else "end_turn"
 
     async def do_permission(self, turn: Turn, arg: str) -> None:
@@ -259,13 +232,16 @@ class DemoAgent:
     # -- building blocks ----------------------------------------------------------------------
 
     async def say(self, turn: Turn, text: str) -> None:
+        """One agent_message_chunk."""
         turn.said.append(text)
         await self.peer.update(turn.session.id, acp.update_agent_message_text(text))
 
     async def think(self, turn: Turn, text: str) -> None:
+        """One agent_thought_chunk."""
         await self.peer.update(turn.session.id, acp.update_agent_thought_text(text))
 
     async def plan(self, turn: Turn, entries: list[str]) -> None:
+        """A plan update with pending entries."""
         await self.peer.update(
             turn.session.id, acp.update_plan([acp.plan_entry(e) for e in entries])
         )
@@ -280,7 +256,7 @@ class DemoAgent:
         title: str | None = None,
         raw_input: Any = None,
     ) -> None:
-        """`tool_call` the first time an id is seen in this turn, `tool_call_update` after."""
+        """`tool_call` the first time an id is seen in the session, `tool_call_update` after."""
         variant = "tool_call_update" if tool_id in turn.tools_seen else "tool_call"
         turn.tools_seen.add(tool_id)
         turn.last_tool_id = tool_id
@@ -290,21 +266,25 @@ class DemoAgent:
         await self.peer.update(turn.session.id, update)
 
     async def report_usage(self, session: DemoSession, extra: str = "") -> None:
+        """A usage_update estimating tokens as characters / 4."""
         used = (sum(len(text) for _, text in session.history) + len(extra)) // 4
         usage = UsageUpdate(session_update="usage_update", used=used, size=CONTEXT_WINDOW)
         await self.peer.update(session.id, usage)
 
     async def pause(self) -> None:
+        """The configured delay between streamed chunks (DEMO_AGENT_DELAY_MS)."""
         await asyncio.sleep(self.delay)
 
     # -- sessions -----------------------------------------------------------------------------
 
     def session(self, session_id: object) -> DemoSession:
+        """A known session, else an invalid-params error."""
         if not isinstance(session_id, str) or session_id not in self.sessions:
             raise RequestError(-32602, f"unknown session: {session_id}")
         return self.sessions[session_id]
 
     def session_state(self, session: DemoSession) -> dict[str, Any]:
+        """The `models` and `configOptions` fields of a session/new or load result."""
         models = [{"modelId": m, "name": n, "description": d} for m, n, d in MODELS]
         return {
             "models": {"availableModels": models, "currentModelId": session.model},
@@ -312,6 +292,7 @@ class DemoAgent:
         }
 
     def config_options(self, session: DemoSession) -> list[dict[str, Any]]:
+        """The session's config options as ACP JSON."""
         option = SessionConfigOptionSelect(
             id="verbosity",
             name="Verbosity",
@@ -322,11 +303,13 @@ class DemoAgent:
         return [serialize_params(option)]
 
     def save(self, session: DemoSession) -> None:
+        """Persist the session when DEMO_AGENT_STATE_DIR is set."""
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             (self.state_dir / f"{session.id}.json").write_text(json.dumps(asdict(session)))
 
     def restore(self, session_id: str) -> DemoSession | None:
+        """Load a persisted session, if there is one."""
         if self.state_dir is None or not _SAFE_ID.match(session_id):
             return None
         try:
@@ -346,28 +329,8 @@ def _choice_values(choices: list[dict[str, Any]]) -> list[str]:
 
 
 def _new_id(prefix: str) -> str:
+    """A short unique id like "perm-1a2b3c4d"."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-async def serve(make_agent: Callable[[AgentPeer], DemoAgent]) -> None:
-    """Run an agent on this process's stdio until the client closes stdin."""
-    reader, writer = await acp.stdio_streams(limit=LINE_LIMIT)
-    holder: list[tuple[DemoAgent, Callable[..., Any]]] = []
-
-    async def dispatch(method: str, params: Any, is_notification: bool) -> Any:
-        agent, router = holder[0]
-        agent.received(method, params)
-        if method == "session/set_model" and not is_notification:
-            return await agent.set_model(params)
-        return await router(method, params, is_notification)
-
-    conn = Connection(dispatch, writer, reader, listening=False)
-    agent = make_agent(AgentPeer(conn, writer))
-    holder.append((agent, build_agent_router(cast(Agent, agent))))
-    try:
-        await conn.main_loop()
-    finally:
-        await conn.close()
 
 
 def main(make_agent: Callable[[AgentPeer], DemoAgent] = DemoAgent) -> None:

@@ -186,7 +186,7 @@ class NdjsonStdio:
                 oversized = True
                 continue
             if oversized:
-                logger.warning("dropped an agent line longer than %d bytes", LINE_LIMIT)
+                logger.warning("dropped an agent line over the %d-byte limit", LINE_LIMIT)
                 oversized = False
                 continue
             if line.strip():

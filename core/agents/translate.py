@@ -14,6 +14,7 @@ from typing import Any
 
 from core.agents.agent_input import project_agent_input
 from core.agents.updates import (
+    AcpSessionInfo,
     AgentUpdate,
     ConfigOptionsUpdate,
     PermissionAsk,
@@ -245,3 +246,13 @@ def parse_stop_reason(result: object) -> StopReason:
     except ValueError:
         logger.warning("agent returned an unknown stop reason %r; treating it as end_turn", value)
         return StopReason.END_TURN
+
+
+def session_info(session_id: str, result: object) -> AcpSessionInfo:
+    """What a `session/new` / `session/load` result reports: models and config options."""
+    body = result if isinstance(result, dict) else {}
+    return AcpSessionInfo(
+        acp_session_id=session_id,
+        models=parse_models(body.get("models")),
+        config_options=parse_config_options(body.get("configOptions")),
+    )

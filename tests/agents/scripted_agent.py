@@ -24,8 +24,9 @@ from typing import Any
 
 from acp.exceptions import RequestError
 
+from core.agents.agent_side import AgentPeer
 from core.agents.client import LaunchSpec
-from core.agents.demo_agent import AgentPeer, DemoAgent, DemoSession, Turn, main
+from core.agents.demo_agent import DemoAgent, DemoSession, Turn, main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_LAUNCH_INPUT = {

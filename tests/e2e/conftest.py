@@ -23,7 +23,6 @@ def c2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
 def fresh_c2(tmp_path: Path) -> Iterator[C2Server]:
     """A server of this test's own, for restart and shutdown tests."""
     server = C2Server(tmp_path / "home")
-    server.home.mkdir()
     server.start()
     yield server
     server.stop()

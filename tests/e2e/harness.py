@@ -63,6 +63,7 @@ class C2Server:
 
     def __init__(self, home: Path) -> None:
         self.home = home
+        home.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.agent_log = write_providers(home)

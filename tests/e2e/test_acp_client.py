@@ -146,6 +146,22 @@ async def test_agent_process_demo_turn_event_order(start: Starter, tmp_path: Pat
     assert len({c.message_id for c in chunks}) == 1
 
 
+async def test_agent_process_demo_stops_streaming_on_cancel(start: Starter, tmp_path: Path) -> None:
+    """The demo honours session/cancel mid-stream and answers cancelled."""
+    entry = ProviderRegistry.load(tmp_path).get(DEMO_KEY)
+    spec = entry.launch(str(tmp_path))
+    agent, rec = await start(
+        LaunchSpec(spec.command, spec.args, {**spec.env, "DEMO_AGENT_DELAY_MS": "50"}, spec.cwd)
+    )
+    session = (await agent.new_session(str(tmp_path))).acp_session_id
+    words = " ".join(f"w{i}" for i in range(40))
+    turn = asyncio.create_task(agent.prompt(session, words))
+    await rec.wait_for(lambda: rec.text().startswith("w0"))
+    await agent.cancel(session)
+    assert await asyncio.wait_for(turn, WAIT) is StopReason.CANCELLED
+    assert len(rec.text()) < len(words)
+
+
 async def test_agent_process_reports_capabilities_models_and_options(start: Starter) -> None:
     """initialize reads loadSession; session/new reports models and select-only options."""
     agent, _ = await start()
@@ -322,7 +338,9 @@ async def test_agent_process_set_model_and_config_option(start: Starter, tmp_pat
         await agent.set_model(session, "nope")
     with pytest.raises(AgentError, match=r"^rpc error -32602"):
         await agent.set_config_option(session, "effort", "extreme")
-    requests = {e["method"]: e.get("params") for e in read_log(log)}
+    requests: dict[str, Any] = {}
+    for entry in read_log(log):
+        requests.setdefault(entry["method"], entry.get("params"))  # first of each method
     assert requests["session/set_model"] == {"sessionId": session, "modelId": "echo-smart"}
     assert requests["session/set_config_option"] == {
         "sessionId": session,

@@ -1,0 +1,69 @@
+"""The app factory: `create_app(settings)` builds the FastAPI app; nothing runs at import time.
+
+Its lifespan starts one Services object, supervises its periodic jobs in a TaskGroup, and on
+shutdown drains (ops, engine, streams) before closing the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+
+from api.errors import install_error_handlers
+from api.hosts import HostAllowlist
+from api.openapi import API_VERSION, TITLE, install_openapi
+from api.routes import auth, catalog, events, health, ops, sessions
+from api.services import EngineFactory, Services, default_engine
+from api.settings import Settings
+
+
+def create_app(settings: Settings, *, engine_factory: EngineFactory = default_engine) -> FastAPI:
+    """A new app for `settings`; its Services start with the lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services(settings, engine_factory)
+        try:
+            await services.start()
+        except BaseException:
+            await services.close()
+            raise
+        app.state.services = services
+        try:
+            async with asyncio.TaskGroup() as group:
+                housekeeping = group.create_task(services.supervise(), name="c2-housekeeping")
+                try:
+                    yield
+                finally:
+                    await services.drain()
+                    housekeeping.cancel()
+        finally:
+            await services.close()
+
+    app = FastAPI(
+        title=TITLE,
+        version=API_VERSION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
+        app.include_router(router)
+    app.include_router(events.router)
+    install_error_handlers(app)
+    if settings.allow_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allow_origins),
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            expose_headers=["Request-Id", "Retry-After", "Idempotent-Replayed"],
+            max_age=600,
+        )
+    app.add_middleware(HostAllowlist, allowed=settings.allow_hosts)  # outermost
+    install_openapi(app)
+    return app

@@ -1,0 +1,45 @@
+"""Read-only catalogs (API.md §4): worktree baselines for a cwd, providers, skills."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+
+from api.authn import ServicesDep, current_device
+from api.openapi import Responses, problems
+from api.schemas import ProviderOut, SkillOut
+from core.outcomes import BaselineChoice
+
+router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_device)])
+Cwd = Annotated[str, Query(min_length=1, max_length=4096, description="A directory path")]
+
+
+def _list_of(model: type[Any]) -> Responses:
+    return {200: {"model": list[model], "description": "OK"}}  # type: ignore[valid-type]
+
+
+@router.get("/worktree-baselines", responses=_list_of(BaselineChoice) | problems(401, 422))
+async def worktree_baselines(cwd: Cwd, services: ServicesDep) -> JSONResponse:
+    """`current` then `origin_default`, each resolved locally or with its unavailable reason."""
+    choices = await services.engine.worktree_baselines(cwd)
+    return JSONResponse([c.model_dump(mode="json") for c in choices])
+
+
+@router.get("/providers", responses=_list_of(ProviderOut) | problems(401))
+async def providers(services: ServicesDep) -> JSONResponse:
+    """Built-in and custom providers with their launch command and availability."""
+    # Availability probes the filesystem (PATH lookups): keep it off the event loop.
+    return JSONResponse(jsonable_encoder(await asyncio.to_thread(services.engine.list_providers)))
+
+
+@router.get("/skills", responses=_list_of(SkillOut) | problems(401, 422))
+async def skills(
+    services: ServicesDep,
+    cwd: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,
+) -> JSONResponse:
+    """Skills of `$C2_HOME/skills/` and, with `cwd`, the project's `.agents/skills/`."""
+    return JSONResponse(jsonable_encoder(await asyncio.to_thread(services.engine.list_skills, cwd)))

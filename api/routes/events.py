@@ -1,0 +1,76 @@
+"""`GET /v1/events`: the one SSE stream per client (API.md §6).
+
+Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
+wins over `?after=`), then hands the connection to an EventStream under sse-starlette, which
+owns the `: ping` heartbeat, the send timeout and disconnect detection.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from api.authn import Credentials, ServicesDep
+from api.openapi import Responses, problems
+from api.stream import EventStream
+from core.auth import UnauthorizedError
+from core.store.devices import Device
+
+router = APIRouter(prefix="/v1", tags=["events"])
+MAX_SEQ = 2**63 - 1
+
+
+def _ping() -> ServerSentEvent:
+    return ServerSentEvent(comment="ping", sep="\n")
+
+
+_STREAM: Responses = {
+    200: {
+        "description": "Server-Sent Events; each `data` is one JSON frame tagged by `kind`"
+        " (`sessions`, `event` with `id: SEQ`, `resync`, `sessions_error`).",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get(
+    "/events", response_class=EventSourceResponse, responses=_STREAM | problems(401, 404, 422)
+)
+async def events(
+    services: ServicesDep,
+    credentials: Credentials,
+    session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
+    ticket: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_SEQ)] = None,
+) -> EventSourceResponse:
+    """Welcome `sessions` frame, then live events; resume with `Last-Event-ID` or `?after=`."""
+    device: Device
+    if credentials is not None and credentials.credentials:
+        device = await services.auth.authenticate(credentials.credentials)
+    elif ticket is not None:
+        device = await services.auth.redeem_ticket(ticket)
+    else:
+        raise UnauthorizedError("a bearer or a stream ticket is required")
+    if session is not None:
+        await services.engine.get_session(session)  # 404 before the stream starts
+    settings = services.settings
+    stream = EventStream(
+        engine=services.engine,
+        store=services.store,
+        bus=services.bus,
+        device_id=device.id,
+        session=session,
+        after=last_event_id if last_event_id is not None else after,
+        backlog=settings.stream_backlog,
+    )
+    return EventSourceResponse(
+        stream.frames(),
+        ping=settings.ping_seconds,
+        sep="\n",
+        ping_message_factory=_ping,
+        send_timeout=settings.send_timeout_seconds,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

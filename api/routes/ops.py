@@ -1,0 +1,169 @@
+"""Op endpoints (API.md §3): `POST /v1/ops` with a bare Op, and one resource endpoint per op.
+
+Both build the same protocol Op and hand it to the one dispatcher, so behaviour and responses
+are identical. `request_id` travels in the body; ops whose protocol model has no such field
+still get idempotent retry from the body's `request_id`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Request, Response
+from pydantic import TypeAdapter
+
+from api.authn import DeviceDep, ServicesDep
+from api.openapi import Responses, problems
+from api.schemas import (
+    AnswerBody,
+    ConfigValueBody,
+    CorrelatedBody,
+    ModelBody,
+    PermissionModeBody,
+    PolicyBody,
+    PromptBody,
+    SandboxBody,
+)
+from core.outcomes import (
+    AnswerResult,
+    CancelResult,
+    ConfigResult,
+    ModelResult,
+    PolicyResult,
+    PromptAccepted,
+)
+from core.protocol import (
+    AnswerPermissionOp,
+    CancelOp,
+    NewSessionOp,
+    Op,
+    PromptOp,
+    RequestId,
+    SessionSnapshot,
+    SetConfigOptionOp,
+    SetExecutionPolicyOp,
+    SetModelOp,
+    SetPermissionModeOp,
+    SetSandboxOp,
+)
+
+router = APIRouter(prefix="/v1", tags=["ops"])
+SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
+_REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
+_OP_PROBLEMS = problems(401, 404, 409, 422, 501, 503)
+
+
+def _ok(model: type[Any], status: int = 200) -> Responses:
+    return {status: {"model": model, "description": "Op outcome"}} | _OP_PROBLEMS
+
+
+_ANY_OUTCOME: Responses = {
+    200: {"description": "Outcome of answer_permission / set_* ops"},
+    201: {"model": SessionSnapshot, "description": "new_session: the session snapshot"},
+    202: {"description": "prompt / cancel accepted"},
+}
+
+
+@router.post("/ops", responses=_ANY_OUTCOME | _OP_PROBLEMS, status_code=200)
+async def submit_op(
+    op: Annotated[Op, Body()], request: Request, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Submit a bare protocol Op (`{"op":"prompt",…}`); same outcome as its resource route."""
+    request_id = getattr(op, "request_id", None)
+    if request_id is None and not isinstance(op, AnswerPermissionOp):
+        raw = await request.json()
+        if isinstance(raw, dict) and raw.get("request_id") is not None:
+            request_id = _REQUEST_ID.validate_python(raw["request_id"])
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+
+
+@router.post("/sessions", status_code=201, responses=_ok(SessionSnapshot, 201))
+async def new_session(body: NewSessionOp, device: DeviceDep, services: ServicesDep) -> Response:
+    """Create a session; 201 with its snapshot (the durable creation receipt)."""
+    return await services.dispatcher.dispatch(body, device_id=device.id, request_id=body.request_id)
+
+
+@router.post("/sessions/{session_id}/prompt", status_code=202, responses=_ok(PromptAccepted, 202))
+async def prompt(
+    session_id: SessionPath, body: PromptBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Start a turn; 202 once `turn_started` was emitted."""
+    op = PromptOp(session=session_id, doc=body.doc, request_id=body.request_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.post("/sessions/{session_id}/cancel", status_code=202, responses=_ok(CancelResult, 202))
+async def cancel(
+    session_id: SessionPath,
+    device: DeviceDep,
+    services: ServicesDep,
+    body: Annotated[CorrelatedBody | None, Body()] = None,
+) -> Response:
+    """Interrupt the running turn; `cancelled` is false when none was running."""
+    request_id = body.request_id if body else None
+    op = CancelOp(session=session_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+
+
+@router.post("/sessions/{session_id}/permissions/{input_id}", responses=_ok(AnswerResult))
+async def answer_permission(
+    session_id: SessionPath,
+    input_id: Annotated[str, Path(min_length=1, max_length=128)],
+    body: AnswerBody,
+    device: DeviceDep,
+    services: ServicesDep,
+) -> Response:
+    """Answer a parked permission request (`option_id: null` cancels it)."""
+    op = AnswerPermissionOp(session=session_id, request_id=input_id, option_id=body.option_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=None)
+
+
+@router.put("/sessions/{session_id}/execution-policy", responses=_ok(PolicyResult))
+async def set_execution_policy(
+    session_id: SessionPath, body: PolicyBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Persist and apply both execution-policy axes atomically."""
+    op = SetExecutionPolicyOp(
+        session=session_id, mode=body.mode, sandbox=body.sandbox, request_id=body.request_id
+    )
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put("/sessions/{session_id}/permission-mode", responses=_ok(PolicyResult))
+async def set_permission_mode(
+    session_id: SessionPath, body: PermissionModeBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Legacy single-axis update, folded into the two-axis write."""
+    op = SetPermissionModeOp(session=session_id, mode=body.mode)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put("/sessions/{session_id}/sandbox", responses=_ok(PolicyResult))
+async def set_sandbox(
+    session_id: SessionPath, body: SandboxBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Legacy single-axis update, folded into the two-axis write."""
+    op = SetSandboxOp(session=session_id, sandbox=body.sandbox)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put("/sessions/{session_id}/model", responses=_ok(ModelResult))
+async def set_model(
+    session_id: SessionPath, body: ModelBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Set the session model."""
+    op = SetModelOp(session=session_id, model=body.model)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put("/sessions/{session_id}/config-options/{config_id}", responses=_ok(ConfigResult))
+async def set_config_option(
+    session_id: SessionPath,
+    config_id: Annotated[str, Path(min_length=1, max_length=256)],
+    body: ConfigValueBody,
+    device: DeviceDep,
+    services: ServicesDep,
+) -> Response:
+    """Set an agent-reported session config option."""
+    op = SetConfigOptionOp(session=session_id, config_id=config_id, value=body.value)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)

@@ -1,0 +1,80 @@
+"""uvicorn, run our way: one worker, c2's shutdown order, and a start-up announcement.
+
+On shutdown the app drains first (ops refused, turns ended, agents closed, streams ended)
+so uvicorn's wait for open connections never hangs on an endless SSE stream.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable
+
+import uvicorn
+from fastapi import FastAPI
+
+from api.services import Services
+from api.settings import Settings
+
+OnStarted = Callable[["C2Server"], Awaitable[None]]
+
+
+class C2Server(uvicorn.Server):
+    def __init__(
+        self, config: uvicorn.Config, app: FastAPI, on_started: OnStarted | None = None
+    ) -> None:
+        super().__init__(config)
+        self.app, self.on_started = app, on_started
+
+    @property
+    def services(self) -> Services | None:
+        return getattr(self.app.state, "services", None)
+
+    @property
+    def bound(self) -> tuple[str, int]:
+        """The host and port actually listened on (port 0 resolves here)."""
+        sock = self.servers[0].sockets[0]
+        host, port = sock.getsockname()[:2]
+        return str(host), int(port)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and not self.should_exit and self.on_started is not None:
+            await self.on_started(self)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        services = self.services
+        if services is not None:
+            await services.drain()
+        await super().shutdown(sockets)
+
+
+def build_server(
+    app: FastAPI,
+    settings: Settings,
+    *,
+    on_started: OnStarted | None = None,
+    log_level: str = "info",
+    access_log: bool = True,
+) -> C2Server:
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        workers=1,
+        lifespan="on",
+        log_level=log_level,
+        access_log=access_log,
+        proxy_headers=False,  # the peer address counts pairing attempts; never trust headers
+        server_header=False,
+        timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_seconds)),
+    )
+    return C2Server(config, app, on_started)
+
+
+def url_host(host: str) -> str:
+    """A host usable in a URL: wildcard binds become loopback, IPv6 gets brackets."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host

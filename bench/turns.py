@@ -1,0 +1,124 @@
+"""End-to-end agent-chunk throughput and latency: agent stdout → committed → SSE clients.
+
+Prints, for 1 and 10 SSE clients, chunks/s delivered to every client (each chunk committed
+to the transcript and the event log before delivery) and per-chunk latency p50/p99 (the
+agent stamps each chunk with its wall clock when it writes it), beside the raw ACP ceiling:
+the same agent driven by c2's ACP client with no store and no streams.
+
+Run: .venv/bin/python -m bench.turns [--chunks 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from core.agents.client import AgentProcess
+from core.agents.updates import AgentUpdate, PermissionAsk, TextChunk
+from tests.agents.scripted_agent import launch_spec
+from tests.e2e.harness import C2Server, Client, EventStream
+
+
+class CountingHandler:
+    def __init__(self) -> None:
+        self.chunks = 0
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        if isinstance(update, TextChunk):
+            self.chunks += 1
+
+    async def on_permission(self, ask: PermissionAsk) -> str | None:
+        return None
+
+
+async def raw_ceiling(chunks: int, cwd: Path) -> float:
+    """Chunks/s of the bare agent through c2's ACP client, nothing persisted."""
+    handler = CountingHandler()
+    agent = await AgentProcess.start(launch_spec(cwd), handler)
+    try:
+        session = (await agent.new_session(str(cwd))).acp_session_id
+        await agent.prompt(session, "/stamped 100")  # warm-up
+        handler.chunks = 0
+        started = time.perf_counter()
+        await agent.prompt(session, f"/stamped {chunks}")
+        elapsed = time.perf_counter() - started
+        assert handler.chunks == chunks, handler.chunks
+        return chunks / elapsed
+    finally:
+        await agent.close()
+
+
+async def through_c2(server: C2Server, clients: int, chunks: int, cwd: Path) -> dict[str, float]:
+    http = [Client(server) for _ in range(clients)]
+    sid = (await http[0].new_session(cwd))["id"]
+    streams = [EventStream(c, session=sid) for c in http]
+    latencies: list[float] = []
+
+    async def consume(stream: EventStream) -> float:
+        while True:
+            frame = await stream.frame(timeout=120)
+            if frame.get("kind") != "event":
+                continue
+            event = frame["event"]
+            if event["event"] == "agent_text" and event["text"].startswith("t="):
+                latencies.append(time.time() - int(event["text"][2:]) / 1e9)
+            elif event["event"] == "turn_ended":
+                return time.perf_counter()
+
+    try:
+        for stream in streams:
+            await stream.__aenter__()
+            await stream.frame()
+        await http[0].prompt(sid, "/stamped 100")  # warm-up: agent started, session created
+        await asyncio.gather(*(consume(s) for s in streams))
+        latencies.clear()
+        started = time.perf_counter()
+        tasks = [asyncio.create_task(consume(s)) for s in streams]
+        resp = await http[0].prompt(sid, f"/stamped {chunks}")
+        assert resp.status_code == 202, resp.text
+        finished = max(await asyncio.gather(*tasks))
+    finally:
+        for stream in streams:
+            await stream.__aexit__(None, None, None)
+        for c in http:
+            await c.aclose()
+    ordered = sorted(latencies)
+    return {
+        "chunks_per_s": chunks / (finished - started),
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000,
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=5000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp) / "project"
+        cwd.mkdir()
+        home = Path(tmp) / "home"
+        home.mkdir()
+        ceiling = await raw_ceiling(args.chunks, cwd)
+        print(f"raw ACP ceiling (no c2):  {ceiling:10.0f} chunks/s")
+        server = C2Server(home)
+        server.start()
+        try:
+            for clients in (1, 10):
+                r = await through_c2(server, clients, args.chunks, cwd)
+                print(
+                    f"c2, {clients:>2} SSE client(s): {r['chunks_per_s']:10.0f} chunks/s "
+                    f"({r['chunks_per_s'] / ceiling:5.1%} of ceiling)  "
+                    f"latency p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms"
+                )
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

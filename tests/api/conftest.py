@@ -1,0 +1,78 @@
+"""In-process app fixtures: the real app and engine behind httpx.ASGITransport (no sockets).
+
+The lifespan runs for real (migrations, writer thread, engine recovery); each test gets its
+own temp home and SQLite database, and a paired bearer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from api.app import create_app
+from api.services import EngineFactory, Services, default_engine
+from core.auth import create_device
+from tests.conftest import make_settings
+
+
+@dataclass
+class AppClient:
+    app: FastAPI
+    http: httpx.AsyncClient
+    device_id: str
+    transport: httpx.ASGITransport
+    stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+
+    @property
+    def services(self) -> Services:
+        services: Services = self.app.state.services
+        return services
+
+    async def as_device(self, name: str) -> httpx.AsyncClient:
+        """A client authenticated as a newly paired device."""
+        paired = await self.services.store.write(lambda uow: create_device(uow, name))
+        client = httpx.AsyncClient(
+            transport=self.transport,
+            base_url="http://localhost",
+            headers={"Authorization": f"Bearer {paired.bearer}"},
+        )
+        return await self.stack.enter_async_context(client)
+
+    async def logged_events(self) -> list[dict[str, Any]]:
+        """Every event in the durable log, decoded, oldest first."""
+        rows = await self.services.store.read(lambda r: r.events.after(0, limit=100_000))
+        return [json.loads(row.payload) for row in rows]
+
+
+async def run_app(
+    home: Path, engine_factory: EngineFactory = default_engine, **overrides: Any
+) -> AsyncIterator[AppClient]:
+    """Start the app's lifespan and yield a client for it; everything closes afterwards."""
+    app = create_app(make_settings(home, **overrides), engine_factory=engine_factory)
+    async with app.router.lifespan_context(app):
+        services: Services = app.state.services
+        paired = await services.store.write(lambda uow: create_device(uow, "tests"))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://localhost",
+            headers={"Authorization": f"Bearer {paired.bearer}"},
+        ) as http:
+            client = AppClient(app, http, paired.device_id, transport)
+            async with client.stack:
+                yield client
+
+
+@pytest.fixture
+async def app_client(tmp_path: Path) -> AsyncIterator[AppClient]:
+    """The real app with a paired bearer, over ASGITransport."""
+    async for client in run_app(tmp_path / "home"):
+        yield client

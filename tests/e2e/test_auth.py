@@ -1,0 +1,205 @@
+"""Auth through a real uvicorn (API.md §2): bearers, pairing, rate limit, Host, devices, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, ServerFactory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _problem(resp: httpx.Response, status: int, code: str) -> dict[str, object]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/problem+json"
+    body: dict[str, object] = resp.json()
+    assert body["code"] == code and body["status"] == status
+    assert {"type", "title", "detail"} <= body.keys()
+    return body
+
+
+def test_auth_requires_bearer(live_server: LiveServer):
+    """Every /v1 route but pairing answers 401 problem+json with WWW-Authenticate."""
+    with httpx.Client(base_url=live_server.base_url) as client:
+        for resp in (
+            client.get("/v1/sessions"),
+            client.get("/v1/devices"),
+            client.post("/v1/ops", json={"op": "cancel", "session": "x"}),
+            client.get("/v1/sessions", headers={"Authorization": "Bearer not-a-bearer"}),
+            client.get("/v1/sessions", headers={"Authorization": "Basic dXNlcjpwdw=="}),
+        ):
+            _problem(resp, 401, "unauthorized")
+            assert resp.headers["www-authenticate"].startswith("Bearer")
+        assert client.get("/v1/sessions", headers=live_server.headers).status_code == 200
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/readyz").json() == {"status": "ready"}
+
+
+def test_auth_pairing_token_works_once(live_server: LiveServer):
+    """A pairing token yields a working bearer once; reuse and garbage are 401."""
+    token = live_server.call(live_server.services.auth.mint_pairing_token)
+    with httpx.Client(base_url=live_server.base_url) as client:
+        resp = client.post("/v1/pair", json={"token": token, "device_name": "laptop"})
+        assert resp.status_code == 200, resp.text
+        paired = resp.json()
+        assert set(paired) == {"device_id", "bearer"}
+        assert len(paired["bearer"]) >= 43
+        headers = {"Authorization": f"Bearer {paired['bearer']}"}
+        assert client.get("/v1/sessions", headers=headers).status_code == 200
+        _problem(client.post("/v1/pair", json={"token": token}), 401, "invalid_pairing_token")
+        _problem(client.post("/v1/pair", json={"token": "nope"}), 401, "invalid_pairing_token")
+        _problem(client.post("/v1/pair", json={}), 422, "validation_error")
+        names = {d["name"] for d in client.get("/v1/devices", headers=headers).json()}
+    assert names == {"tests", "laptop"}
+
+
+def test_auth_pairing_token_expires(servers: ServerFactory):
+    """A pairing token past its TTL is refused."""
+    live = servers.start(pairing_ttl_seconds=0.2)
+    token = live.call(live.services.auth.mint_pairing_token)
+    time.sleep(0.4)
+    with httpx.Client(base_url=live.base_url) as client:
+        _problem(client.post("/v1/pair", json={"token": token}), 401, "invalid_pairing_token")
+
+
+def test_auth_pairing_is_rate_limited(servers: ServerFactory):
+    """Pairing attempts past the per-minute budget are 429 with Retry-After."""
+    live = servers.start(pair_attempts_per_minute=3)
+    token = live.call(live.services.auth.mint_pairing_token)
+    with httpx.Client(base_url=live.base_url) as client:
+        for _ in range(3):
+            _problem(client.post("/v1/pair", json={"token": "guess"}), 401, "invalid_pairing_token")
+        limited = client.post("/v1/pair", json={"token": token})
+        _problem(limited, 429, "rate_limited")
+        assert 1 <= int(limited.headers["retry-after"]) <= 60
+
+
+def test_auth_host_allowlist(servers: ServerFactory):
+    """Only loopback names (any port) and --allow-host names are answered; others get 421."""
+    live = servers.start(allow_hosts=("c2.example",))
+    with httpx.Client(base_url=live.base_url) as client:
+        for host in ("localhost", "127.0.0.1:9", "[::1]:4599", "LOCALHOST:1", "c2.example:80"):
+            assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
+        for host in ("evil.example", "127.0.0.1.nip.io", "c2.example.evil"):
+            _problem(client.get("/healthz", headers={"Host": host}), 421, "host_not_allowed")
+        _problem(client.get("/healthz", headers={"Host": "a b"}), 400, "invalid_host")
+
+
+def test_auth_cors_closed_unless_origin_allowed(servers: ServerFactory):
+    """Without --allow-origin no CORS headers are sent; with it, that origin is allowed."""
+    preflight = {
+        "Origin": "http://app.example",
+        "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "authorization",
+    }
+    closed = servers.start()
+    with httpx.Client(base_url=closed.base_url) as client:
+        resp = client.options("/v1/sessions", headers=preflight)
+        assert "access-control-allow-origin" not in resp.headers
+    opened = servers.start(allow_origins=("http://app.example",))
+    with httpx.Client(base_url=opened.base_url) as client:
+        resp = client.options("/v1/sessions", headers=preflight)
+        assert resp.headers["access-control-allow-origin"] == "http://app.example"
+        other = client.options("/v1/sessions", headers={**preflight, "Origin": "http://x.example"})
+        assert other.headers.get("access-control-allow-origin") != "http://x.example"
+
+
+def test_auth_devices_list_and_revoke(live_server: LiveServer):
+    """Devices are listed with last_seen; revoking one kills its bearer; unknown is 404."""
+    other = live_server.pair("phone")
+    other_headers = {"Authorization": f"Bearer {other.bearer}"}
+    with httpx.Client(base_url=live_server.base_url) as client:
+        assert client.get("/v1/sessions", headers=other_headers).status_code == 200
+        devices = client.get("/v1/devices", headers=live_server.headers).json()
+        by_name = {d["name"]: d for d in devices}
+        assert set(by_name) == {"tests", "phone"}
+        assert set(by_name["phone"]) == {"id", "name", "created_at", "last_seen"}
+        assert by_name["phone"]["last_seen"] is not None
+        assert by_name["phone"]["created_at"].endswith("Z")
+        resp = client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)
+        assert resp.status_code == 204
+        _problem(client.get("/v1/sessions", headers=other_headers), 401, "unauthorized")
+        gone = client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)
+        _problem(gone, 404, "no_such_device")
+        remaining = client.get("/v1/devices", headers=live_server.headers).json()
+    assert [d["name"] for d in remaining] == ["tests"]
+
+
+def test_auth_last_seen_is_flushed_in_batches(live_server: LiveServer):
+    """Requests only mark a device seen in memory; the periodic flush persists it once."""
+    auth = live_server.services.auth
+    with httpx.Client(base_url=live_server.base_url, headers=live_server.headers) as client:
+        for _ in range(5):
+            assert client.get("/v1/sessions").status_code == 200
+    assert live_server.call(auth.flush_last_seen) == 1
+    assert live_server.call(auth.flush_last_seen) == 0
+    (device,) = live_server.call(auth.list_devices)
+    assert device.last_seen is not None
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "api.cli", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def test_auth_cli_serve_prints_pairing_url_and_pair_mints(tmp_path: Path):
+    """`c2 serve` prints a one-time /pair#token= URL; `c2 pair` mints a bearer that works."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("C2_")}
+    env["C2_HOME"] = str(tmp_path / "home")
+    env["PYTHONPATH"] = str(REPO)
+    proc = _cli("serve", "--port", "0", env=env)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("#token=" in line for line in lines):
+            lines.append(proc.stdout.readline())
+        listen = next(line for line in lines if "listening on" in line).split()[-1]
+        pair_url = next(line for line in lines if "#token=" in line).split()[-1]
+        assert pair_url.startswith(f"{listen}/pair#token=")
+        token = pair_url.split("#token=", 1)[1]
+        assert (tmp_path / "home").stat().st_mode & 0o777 == 0o700
+        with httpx.Client(base_url=listen) as client:
+            assert "?" not in pair_url and client.get("/pair").status_code == 200
+            assert client.post("/v1/pair", json={"token": token}).status_code == 200
+            minted = subprocess.run(
+                [sys.executable, "-m", "api.cli", "pair", "--name", "ci"],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            )
+            paired = json.loads(minted.stdout.strip())
+            headers = {"Authorization": f"Bearer {paired['bearer']}"}
+            assert client.get("/v1/sessions", headers=headers).status_code == 200
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) is not None
+
+
+@pytest.mark.parametrize("concurrency", [8])
+async def test_auth_pairing_token_single_use_under_race(live_server: LiveServer, concurrency: int):
+    """Concurrent redemptions of one token mint exactly one device."""
+    token = await live_server.acall(live_server.services.auth.mint_pairing_token)
+    async with httpx.AsyncClient(base_url=live_server.base_url) as client:
+        replies = await asyncio.gather(
+            *(client.post("/v1/pair", json={"token": token}) for _ in range(concurrency))
+        )
+    assert sorted(r.status_code for r in replies) == [200] + [401] * (concurrency - 1)

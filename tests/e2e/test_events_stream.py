@@ -1,0 +1,203 @@
+"""`GET /v1/events` through a real uvicorn: welcome, fan-out order, resume, lag, auth, resync."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import anyio
+import httpx
+
+from core.protocol import ErrorEvent
+from tests.conftest import LiveServer, ServerFactory, SSEClient
+
+
+async def test_events_stream_opens_with_sessions_frame(live_server: LiveServer, open_stream):
+    """A fresh stream starts with a `sessions` frame whose id and `through` are the log head."""
+    (head,) = live_server.emit(ErrorEvent(session=None, message="before", terminal=False))
+    stream: SSEClient = await open_stream(live_server)
+    headers = stream.response.headers
+    assert headers["content-type"].startswith("text/event-stream")
+    assert headers["cache-control"] == "no-store"
+    assert headers["x-accel-buffering"] == "no"
+    first = await stream.next()
+    assert first is not None and first.kind == "sessions"
+    assert first.data == {"kind": "sessions", "sessions": [], "through": head}
+    assert first.id == head
+    (seq,) = live_server.emit(ErrorEvent(session=None, message="after", terminal=False))
+    (frame,) = await stream.events(1)
+    assert frame.id == seq
+    assert frame.data["event"] == {
+        "event": "error",
+        "session": None,
+        "message": "after",
+        "terminal": False,
+    }
+
+
+async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open_stream):
+    """Two concurrent streams receive every committed event in the same order, same ids."""
+    a = await open_stream(live_server)
+    b = await open_stream(live_server)
+    assert (await a.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await b.next()).kind == "sessions"  # type: ignore[union-attr]
+    seqs = await live_server.acall(
+        lambda: asyncio.gather(
+            *(
+                live_server.services.store.write(
+                    lambda uow, i=i: uow.emit(ErrorEvent(session=None, message=f"m{i}", terminal=False))
+                )
+                for i in range(60)
+            )
+        )
+    )
+    got_a = await a.events(60)
+    got_b = await b.events(60)
+    assert [f.id for f in got_a] == sorted(seqs)
+    assert [f.id for f in got_a] == [f.id for f in got_b]
+    assert [f.data for f in got_a] == [f.data for f in got_b]
+
+
+async def test_events_stream_resumes_after_restart(servers: ServerFactory, open_stream):
+    """Last-Event-ID after a server restart replays exactly the missed events, then live."""
+    live = servers.start()
+    stream = await open_stream(live)
+    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    seen = live.emit_errors(3)
+    frames = await stream.events(3)
+    last = frames[-1].id
+    assert last == seen[-1]
+    missed = live.emit_errors(4)  # committed; the client stops reading here
+    restarted = servers.restart(live)
+    missed += restarted.emit_errors(3)
+    resumed = await open_stream(restarted, headers={**restarted.headers, "Last-Event-ID": str(last)})
+    replayed = await resumed.events(len(missed))
+    assert [f.id for f in replayed] == missed
+    (live_seq,) = restarted.emit_errors(1)
+    (frame,) = await resumed.events(1)
+    assert frame.id == live_seq
+
+
+async def test_events_stream_after_query_resumes(live_server: LiveServer, open_stream):
+    """`?after=SEQ` resumes like Last-Event-ID: no sessions frame, events after SEQ."""
+    seqs = live_server.emit_errors(5)
+    stream = await open_stream(live_server, params={"after": seqs[1]})
+    frames = await stream.events(3)
+    assert [f.id for f in frames] == seqs[2:]
+
+
+async def test_events_stream_last_event_id_wins_over_after(live_server: LiveServer, open_stream):
+    """A reconnecting EventSource keeps its old `?after=`; the newer Last-Event-ID wins."""
+    seqs = live_server.emit_errors(4)
+    headers = {**live_server.headers, "Last-Event-ID": str(seqs[2])}
+    stream = await open_stream(live_server, headers=headers, params={"after": seqs[0]})
+    (frame,) = await stream.events(1)
+    assert frame.id == seqs[3]
+
+
+async def test_events_stream_slow_client_does_not_delay_others(
+    servers: ServerFactory, open_stream
+):
+    """A client that stops reading neither delays another nor loses events: it catches up."""
+    live = servers.start(stream_backlog=8)
+    slow = await open_stream(live)
+    fast = await open_stream(live)
+    assert (await slow.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await fast.next()).kind == "sessions"  # type: ignore[union-attr]
+    count, size = 240, 32_000  # ~7.7 MB: more than the socket buffers hold
+    emitted: list[int] = []
+
+    async def produce() -> None:
+        for _ in range(count // 40):
+            emitted.extend(await asyncio.to_thread(live.emit_errors, 40, size=size))
+
+    with anyio.fail_after(30):
+        _, got = await asyncio.gather(produce(), fast.events(count, timeout=30))
+    assert [f.id for f in got] == emitted
+    # The slow client resumes: everything, in order, no duplicates, via catch-up from the log.
+    caught_up = await slow.events(count, timeout=30)
+    assert [f.id for f in caught_up] == emitted
+
+
+async def test_events_stream_ticket_works_once(live_server: LiveServer, open_stream):
+    """A stream ticket opens one stream without a bearer; reusing it is a 401 problem."""
+    async with httpx.AsyncClient(base_url=live_server.base_url) as client:
+        resp = await client.post("/v1/stream-tickets", headers=live_server.headers)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["expires_in"] == 300
+    stream = await open_stream(live_server, headers={}, params={"ticket": body["ticket"]})
+    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    async with httpx.AsyncClient(base_url=live_server.base_url) as client:
+        again = await client.get("/v1/events", params={"ticket": body["ticket"]})
+    assert again.status_code == 401
+    assert again.headers["content-type"] == "application/problem+json"
+    assert again.json()["code"] == "invalid_ticket"
+
+
+async def test_events_stream_ends_when_device_revoked(live_server: LiveServer, open_stream):
+    """Revoking a device ends its open streams and kills its unredeemed tickets."""
+    other = live_server.pair("phone")
+    other_headers = {"Authorization": f"Bearer {other.bearer}"}
+    stream = await open_stream(live_server, headers=other_headers)
+    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    async with httpx.AsyncClient(base_url=live_server.base_url) as client:
+        ticket = (await client.post("/v1/stream-tickets", headers=other_headers)).json()["ticket"]
+        resp = await client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)
+        assert resp.status_code == 204
+        assert await stream.next(timeout=5) is None
+        reuse = await client.get("/v1/events", params={"ticket": ticket})
+        assert reuse.status_code == 401
+        denied = await client.get("/v1/sessions", headers=other_headers)
+        assert denied.status_code == 401
+
+
+async def test_events_stream_resyncs_beyond_retention(live_server: LiveServer, open_stream):
+    """A position older than the retained log (or ahead of it) gets resync + sessions."""
+    seqs = live_server.emit_errors(5)
+    live_server.call(
+        lambda: live_server.services.store.write(lambda uow: uow.events.prune(timedelta(0)))
+    )
+    old = await open_stream(live_server, params={"after": seqs[0]})
+    first, second = await old.next(), await old.next()
+    assert first is not None and first.kind == "resync"
+    assert "older" in first.data["reason"]
+    assert second is not None and second.kind == "sessions" and second.id == seqs[-1]
+    ahead = await open_stream(live_server, params={"after": seqs[-1] + 100})
+    frame = await ahead.next()
+    assert frame is not None and frame.kind == "resync" and "ahead" in frame.data["reason"]
+    # The newest event survives pruning, so resuming at the head needs no resync.
+    head = await open_stream(live_server, params={"after": seqs[-1]})
+    (live_seq,) = live_server.emit_errors(1)
+    (frame,) = await head.events(1)
+    assert frame.id == live_seq
+
+
+async def test_events_stream_sends_ping_comments(servers: ServerFactory, open_stream):
+    """An idle stream carries `: ping` comments at the configured interval."""
+    live = servers.start(ping_seconds=0.2)
+    stream = await open_stream(live)
+    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    with anyio.move_on_after(1.0):
+        await stream.next(timeout=2)
+    assert "ping" in stream.comments
+
+
+async def test_events_stream_ends_on_server_shutdown(live_server: LiveServer, open_stream):
+    """Stopping the server ends open streams promptly instead of hanging the shutdown."""
+    stream = await open_stream(live_server)
+    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    with anyio.fail_after(10):
+        await asyncio.to_thread(live_server.stop)
+    assert await stream.next(timeout=5) is None
+    assert live_server.services.bus.subscriber_count == 0
+
+
+async def test_events_stream_requires_credentials(live_server: LiveServer):
+    """Without a bearer or ticket the stream is a 401 problem, not an open stream."""
+    async with httpx.AsyncClient(base_url=live_server.base_url) as client:
+        resp = await client.get("/v1/events")
+        bad = await client.get("/v1/events", params={"after": -1}, headers=live_server.headers)
+    assert resp.status_code == 401
+    assert resp.json()["code"] == "unauthorized"
+    assert bad.status_code == 422
