@@ -10,9 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
+from api.authn import single_valued_query
 from api.errors import install_error_handlers
 from api.hosts import HostAllowlist
 from api.openapi import API_VERSION, TITLE, install_openapi
@@ -48,6 +49,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         title=TITLE,
         version=API_VERSION,
         lifespan=lifespan,
+        dependencies=[Depends(single_valued_query)],
         docs_url=None,
         redoc_url=None,
     )

@@ -11,6 +11,7 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.errors import RequestInvalidError
 from api.services import Services
 from core.auth import UnauthorizedError
 from core.store.devices import Device
@@ -38,6 +39,14 @@ async def current_device(services: ServicesDep, credentials: Credentials) -> Dev
 
 
 DeviceDep = Annotated[Device, Depends(current_device)]
+
+
+def single_valued_query(request: Request) -> None:
+    """No route takes a list in its query: a repeated key is a 422, never last-one-wins."""
+    keys = [key for key, _ in request.query_params.multi_items()]
+    if len(keys) != len(set(keys)):
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        raise RequestInvalidError(f"query parameter(s) given more than once: {', '.join(repeated)}")
 
 
 def client_key(request: Request) -> str:

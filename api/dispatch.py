@@ -23,6 +23,7 @@ from starlette.responses import Response
 from api.errors import (
     PROBLEM_MEDIA_TYPE,
     ShuttingDownError,
+    header_text,
     json_bytes,
     problem_body,
     problem_headers,
@@ -141,7 +142,7 @@ class OpDispatcher:
                         op,
                         request_id,
                     )
-                headers = {"Request-Id": request_id, REPLAYED_HEADER: "true"}
+                headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
                 return OpReply(record.status, record.body_json.encode("utf-8"), headers)
             reply = await self._perform(op, request_id)
             if reply.status < 500:  # a server-side failure may succeed when retried
@@ -161,7 +162,7 @@ class OpDispatcher:
             outcome = await self._engine.submit(op)
         except DomainError as err:
             return self._problem(err, op, request_id)
-        headers = {"Request-Id": request_id} if request_id else {}
+        headers = {"Request-Id": header_text(request_id)} if request_id else {}
         return OpReply(outcome_status(outcome), json_bytes(outcome_json(outcome)), headers)
 
     @staticmethod
@@ -170,5 +171,5 @@ class OpDispatcher:
         body = problem_body(err, request_id=request_id, session=session)
         headers = problem_headers(err)
         if request_id:
-            headers["Request-Id"] = request_id
+            headers["Request-Id"] = header_text(request_id)
         return OpReply(err.status, json_bytes(body), headers)

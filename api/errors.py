@@ -12,18 +12,21 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.errors import DomainError, StoreUnavailableError
 
 log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+_PRINTABLE_NO_PERCENT = [chr(c) for c in range(0x20, 0x7F) if chr(c) != "%"]
 
 
 # -- errors the HTTP layer itself reports ----------------------------------------------------
@@ -138,7 +141,16 @@ def problem_headers(err: DomainError) -> dict[str, str]:
 
 
 def json_bytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # ASCII escapes keep any client string (even a lone surrogate) encodable.
+    return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
+def header_text(value: str) -> str:
+    """`value` as an HTTP header value: printable ASCII as is, anything else percent-encoded
+    UTF-8 (RFC 3986), so a client-chosen id never breaks the response."""
+    if value.isascii() and value.isprintable():
+        return value
+    return quote(value.encode("utf-8", "surrogatepass"), safe="".join(_PRINTABLE_NO_PERCENT))
 
 
 def problem_response(
@@ -191,7 +203,7 @@ async def _validation_handler(_request: Request, exc: Exception) -> Response:
     return problem_response(err, body=problem_body(err) | {"errors": items})
 
 
-async def _http_handler(_request: Request, exc: Exception) -> Response:
+async def _http_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     err: DomainError
     if exc.status_code == 404:
@@ -201,7 +213,21 @@ async def _http_handler(_request: Request, exc: Exception) -> Response:
     else:
         err = HttpError(str(exc.detail))
         err.status = exc.status_code
-    return problem_response(err, headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem_response(err, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    # Starlette names only the first route matching the path; a resource may span several.
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches(request.scope)
+            if match != Match.NONE:
+                methods |= route.methods
+    return sorted(methods)
 
 
 class UnhandledErrors:

@@ -6,11 +6,26 @@ turned into the protocol's Op models by the routes. Unknown fields are ignored (
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.protocol import Doc, PermissionMode, RequestId, SandboxPolicy, SessionSnapshot
+from core.protocol import (
+    AnswerPermissionOp,
+    CancelOp,
+    Doc,
+    NewSessionOp,
+    PermissionMode,
+    PromptOp,
+    RequestId,
+    SandboxPolicy,
+    SessionSnapshot,
+    SetConfigOptionOp,
+    SetExecutionPolicyOp,
+    SetModelOp,
+    SetPermissionModeOp,
+    SetSandboxOp,
+)
 
 
 class _Body(BaseModel):
@@ -42,7 +57,68 @@ class DeviceOut(BaseModel):
     last_seen: str | None
 
 
-# -- op bodies -------------------------------------------------------------------------------
+# -- bare ops (POST /v1/ops) -----------------------------------------------------------------
+# The protocol models default their `op` tag; on the wire of /v1/ops the tag is what selects
+# the op, so these subclasses make it required (an honest schema) and stay protocol Ops.
+
+
+class NewSessionBody(NewSessionOp):
+    """`POST /v1/sessions`: the protocol op, its sha rule spelled out in the schema."""
+
+    worktree_base_sha: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{4,64}$")
+
+
+class NewSessionWireOp(NewSessionBody):
+    op: Literal["new_session"]
+
+
+class PromptWireOp(PromptOp):
+    op: Literal["prompt"]
+
+
+class CancelWireOp(CancelOp):
+    op: Literal["cancel"]
+
+
+class AnswerPermissionWireOp(AnswerPermissionOp):
+    op: Literal["answer_permission"]
+
+
+class SetExecutionPolicyWireOp(SetExecutionPolicyOp):
+    op: Literal["set_execution_policy"]
+
+
+class SetPermissionModeWireOp(SetPermissionModeOp):
+    op: Literal["set_permission_mode"]
+
+
+class SetSandboxWireOp(SetSandboxOp):
+    op: Literal["set_sandbox"]
+
+
+class SetModelWireOp(SetModelOp):
+    op: Literal["set_model"]
+
+
+class SetConfigOptionWireOp(SetConfigOptionOp):
+    op: Literal["set_config_option"]
+
+
+WireOp = Annotated[
+    NewSessionWireOp
+    | PromptWireOp
+    | CancelWireOp
+    | AnswerPermissionWireOp
+    | SetExecutionPolicyWireOp
+    | SetPermissionModeWireOp
+    | SetSandboxWireOp
+    | SetModelWireOp
+    | SetConfigOptionWireOp,
+    Field(discriminator="op"),
+]
+
+
+# -- op bodies of resource endpoints ---------------------------------------------------------
 
 
 class CorrelatedBody(_Body):

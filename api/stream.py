@@ -19,6 +19,9 @@ from core.store.events import CommittedEvent, LogBounds
 
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
+# The heartbeat comes from the stream itself (one task fewer per idle stream than
+# sse-starlette's own pinger); sse-starlette still applies the send timeout to it.
+PING = b": ping\n\n"
 
 
 @lru_cache(maxsize=4096)
@@ -66,8 +69,10 @@ class EventStream:
         session: str | None,
         after: int | None,
         backlog: int,
+        ping: float,
     ) -> None:
         self._engine, self._store, self._bus = engine, store, bus
+        self._ping = ping
         self._device_id, self._session, self._after = device_id, session, after
         self._backlog = backlog
         self.last = -1  # highest sequence sent (or covered by the welcome frame)
@@ -90,12 +95,16 @@ class EventStream:
                     async for chunk in self._replay():
                         yield chunk
             while self.last >= 0:
-                await sub.wait()
+                if not await sub.wait(self._ping):
+                    yield PING
+                    continue
                 if sub.closed:
                     return
                 events, lagged = sub.take()
                 if lagged:
-                    log.debug("stream of %s lagged at seq %d; catching up", self._device_id, self.last)
+                    log.debug(
+                        "stream of %s lagged at seq %d; catching up", self._device_id, self.last
+                    )
                     # The backlog overflowed and was dropped: re-read the gap from the log;
                     # what arrives meanwhile is taken next round and deduplicated by seq.
                     async for chunk in self._replay():

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.activity import ParkedInput, advance, next_sequence
+from core.activity import LiveTurn, ParkedInput, advance, next_sequence
 from core.agents.updates import (
     AgentUpdate,
     ConfigOptionsUpdate,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # Queued-but-uncommitted updates per session before the reader waits for the writer.
-MAX_IN_FLIGHT = 512
+MAX_IN_FLIGHT = 128
 
 
 class SessionHandler:
@@ -199,7 +199,19 @@ class SessionHandler:
                 turn.parked.pop(pending.input_id, None)
                 log.exception("could not park permission request for %s", live.id)
                 return None
-        return await reply
+        try:
+            return await reply
+        except asyncio.CancelledError:
+            # The agent withdrew the request (it died or the connection closed): the input
+            # must not stay actionable. A turn that is ending drains it anyway.
+            await asyncio.shield(self._withdraw(turn, pending.input_id))
+            raise
+
+    async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
+        live = self._live
+        async with live.lock:
+            if live.turn is turn and turn.parked.pop(input_id, None) is not None:
+                await commit_turn_state(self._store, live)
 
 
 async def commit_turn_state(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from api.authn import Credentials, ServicesDep
 from api.openapi import Responses, problems
@@ -20,10 +20,6 @@ from core.store.devices import Device
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1
-
-
-def _ping() -> ServerSentEvent:
-    return ServerSentEvent(comment="ping", sep="\n")
 
 
 _STREAM: Responses = {
@@ -65,12 +61,12 @@ async def events(
         session=session,
         after=last_event_id if last_event_id is not None else after,
         backlog=settings.stream_backlog,
+        ping=settings.ping_seconds,
     )
     return EventSourceResponse(
         stream.frames(),
-        ping=settings.ping_seconds,
+        ping=0,  # EventStream sends `: ping` itself
         sep="\n",
-        ping_message_factory=_ping,
         send_timeout=settings.send_timeout_seconds,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

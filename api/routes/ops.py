@@ -19,10 +19,12 @@ from api.schemas import (
     ConfigValueBody,
     CorrelatedBody,
     ModelBody,
+    NewSessionBody,
     PermissionModeBody,
     PolicyBody,
     PromptBody,
     SandboxBody,
+    WireOp,
 )
 from core.outcomes import (
     AnswerResult,
@@ -35,8 +37,6 @@ from core.outcomes import (
 from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
-    NewSessionOp,
-    Op,
     PromptOp,
     RequestId,
     SessionSnapshot,
@@ -66,7 +66,7 @@ _ANY_OUTCOME: Responses = {
 
 @router.post("/ops", responses=_ANY_OUTCOME | _OP_PROBLEMS, status_code=200)
 async def submit_op(
-    op: Annotated[Op, Body()], request: Request, device: DeviceDep, services: ServicesDep
+    op: Annotated[WireOp, Body()], request: Request, device: DeviceDep, services: ServicesDep
 ) -> Response:
     """Submit a bare protocol Op (`{"op":"prompt",…}`); same outcome as its resource route."""
     request_id = getattr(op, "request_id", None)
@@ -78,7 +78,7 @@ async def submit_op(
 
 
 @router.post("/sessions", status_code=201, responses=_ok(SessionSnapshot, 201))
-async def new_session(body: NewSessionOp, device: DeviceDep, services: ServicesDep) -> Response:
+async def new_session(body: NewSessionBody, device: DeviceDep, services: ServicesDep) -> Response:
     """Create a session; 201 with its snapshot (the durable creation receipt)."""
     return await services.dispatcher.dispatch(body, device_id=device.id, request_id=body.request_id)
 

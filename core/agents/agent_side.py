@@ -18,7 +18,7 @@ from acp.schema import RequestPermissionResponse
 from acp.utils import serialize_params
 from pydantic import BaseModel
 
-LINE_LIMIT = 64 * 1024 * 1024
+from core.agents.stdio import LINE_LIMIT
 
 
 class ServedAgent(Protocol):

@@ -37,10 +37,10 @@ MAX_GROUP = 256
 class UnitOfWork:
     """Repositories bound to one open transaction. Events appended here publish after commit."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, part_seqs: dict[str, int] | None = None) -> None:
         self.conn = conn
         self.sessions = SessionRepository(conn)
-        self.parts = PartRepository(conn)
+        self.parts = PartRepository(conn, part_seqs)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.committed: list[CommittedEvent] = []
@@ -119,6 +119,8 @@ class Store:
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="c2-db-read")
         self._writer: threading.Thread | None = None
         self._publish: Publisher | None = None
+        # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
+        self._part_seqs: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -199,39 +201,44 @@ class Store:
             conn.close()
 
     def _run_batch(self, conn: Connection, batch: list[_Job[Any]]) -> Connection:
-        # Group commit: each job runs in its own SAVEPOINT so one failure rolls back only that
-        # job; the batch shares one COMMIT (one fsync) and then publishes in sequence order.
+        # Group commit: the batch shares one transaction and one COMMIT. Jobs are pure
+        # functions of their unit of work, so when any of them fails the batch is rolled back
+        # and replayed one job per transaction: only the failing job reports the error.
         try:
             with conn.begin():
                 for job in batch:
-                    uow = UnitOfWork(conn)
-                    try:
-                        with conn.begin_nested():
-                            job.result = job.fn(uow)
-                        job.committed = uow.committed
-                    except Exception as exc:
-                        job.error = exc
-        except Exception as exc:  # the COMMIT itself failed: nothing in the batch is durable
-            log.exception("store commit failed")
-            for job in batch:
-                job.error, job.committed = exc, []
-            conn.close()
-            conn = self._writer_engine.connect()
+                    uow = UnitOfWork(conn, self._part_seqs)
+                    job.result = job.fn(uow)
+                    job.committed = uow.committed
+        except Exception as exc:
+            self._part_seqs.clear()  # cached seqs may name rows that were rolled back
+            if conn.invalidated or conn.closed:
+                conn = self._writer_engine.connect()
+            if len(batch) > 1:
+                for job in batch:
+                    conn = self._run_batch(conn, [job])
+                return conn
+            batch[0].error, batch[0].committed = exc, []
+        # One wake-up of the loop per batch; settling in order keeps publication in sequence.
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Job[Any]]] = {}
         for job in batch:
-            job.loop.call_soon_threadsafe(self._settle, job)
+            by_loop.setdefault(job.loop, []).append(job)
+        for loop, jobs in by_loop.items():
+            loop.call_soon_threadsafe(self._settle, jobs)
         return conn
 
-    def _settle(self, job: _Job[Any]) -> None:
+    def _settle(self, jobs: list[_Job[Any]]) -> None:
         # Runs on the event loop, in commit order: publish first so a caller that awaits the
         # write observes its own events already delivered to the bus.
-        if job.committed and self._publish is not None:
-            self._publish(job.committed)
-        if job.future.done():
-            return
-        if job.error is not None:
-            job.future.set_exception(job.error)
-        else:
-            job.future.set_result(job.result)
+        for job in jobs:
+            if job.committed and self._publish is not None:
+                self._publish(job.committed)
+            if job.future.done():
+                continue
+            if job.error is not None:
+                job.future.set_exception(job.error)
+            else:
+                job.future.set_result(job.result)
 
     # -- reads ---------------------------------------------------------------------------------
 

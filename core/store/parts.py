@@ -26,16 +26,22 @@ def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
 
 
 class PartRepository:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, next_seqs: dict[str, int] | None = None) -> None:
         self._conn = conn
+        # The single writer's cache of each session's next seq; None for readers.
+        self._next_seqs = next_seqs
 
     def next_seq(self, session_id: str) -> int:
+        if self._next_seqs is not None and session_id in self._next_seqs:
+            return self._next_seqs[session_id]
         top = self.max_seq(session_id)
         return 0 if top is None else top + 1
 
     def append(self, session_id: str, role: Role, part: Part) -> int:
         """Append one row; returns its seq (per session, from 0)."""
         seq = self.next_seq(session_id)
+        if self._next_seqs is not None:
+            self._next_seqs[session_id] = seq + 1
         self._conn.execute(
             _INSERT,
             {

@@ -1,7 +1,7 @@
 """Scripted ACP test agent: the demo agent plus directives for tests, one per prompt line.
 
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives: /text s,
-/chunks N, /think s, /plan a|b|c, /tool id kind status title, /agent-tool id, /permission
+/chunks N, /stamped N, /think s, /plan a|b|c, /tool id kind status title, /agent-tool id, /permission
 kind|none [title], /permissions N kind, /fail [msg], /hang, /ignore-cancel, /crash, /bigline N,
 /usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
 /request method. Env: SCRIPTED_AGENT_LOAD=0|1, SCRIPTED_AGENT_LOG=path (JSON line per inbound
@@ -121,6 +121,11 @@ class ScriptedAgent(DemoAgent):
     async def do_chunks(self, turn: Turn, arg: str) -> None:
         for i in range(int(arg)):
             await self.say(turn, f"chunk-{i} ")
+
+    async def do_stamped(self, turn: Turn, arg: str) -> None:
+        """`/stamped N`: N chunks `t=<wall clock ns>` written as fast as possible (bench)."""
+        for _ in range(int(arg)):
+            await self.say(turn, f"t={time.time_ns()}")
 
     async def do_think(self, turn: Turn, arg: str) -> None:
         await self.think(turn, arg)

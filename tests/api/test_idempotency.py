@@ -20,9 +20,7 @@ def _new_session(cwd: Path, request_id: str | None = "create-1", **extra: Any) -
 
 def _count(events: list[dict[str, Any]], name: str, **match: Any) -> int:
     return sum(
-        1
-        for e in events
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
+        1 for e in events if e["event"] == name and all(e.get(k) == v for k, v in match.items())
     )
 
 

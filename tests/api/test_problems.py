@@ -41,7 +41,9 @@ async def test_problems_validation_is_422(app_client: AppClient, tmp_path: Path)
         "validation_error",
     )
     _problem(
-        await http.post("/v1/ops", content=b"{not json", headers={"content-type": "application/json"}),
+        await http.post(
+            "/v1/ops", content=b"{not json", headers={"content-type": "application/json"}
+        ),
         422,
         "validation_error",
     )
@@ -69,7 +71,8 @@ async def test_problems_domain_errors_name_the_session(app_client: AppClient):
 async def test_problems_transcript_errors_are_framed(app_client: AppClient, tmp_path: Path):
     """Transcript failures carry the `transcript_error` frame shape on top of the problem."""
     created = await app_client.http.post(
-        "/v1/sessions", json={"provider": {"custom": "echo"}, "cwd": str(tmp_path), "use_worktree": False}
+        "/v1/sessions",
+        json={"provider": {"custom": "echo"}, "cwd": str(tmp_path), "use_worktree": False},
     )
     session = created.json()["id"]
     empty = await app_client.http.get(f"/v1/sessions/{session}/transcript")
@@ -128,4 +131,3 @@ async def test_problems_shutdown_refuses_ops_and_readiness(app_client: AppClient
     resp = await app_client.http.post("/v1/ops", json={"op": "cancel", "session": "s"})
     _problem(resp, 503, "shutting_down")
     assert resp.headers["retry-after"] == "1"
-

@@ -216,9 +216,7 @@ class EventStream:
             self.ids.append(seq)
         return data
 
-    async def until(
-        self, predicate: Any, timeout: float = 15.0
-    ) -> dict[str, Any]:
+    async def until(self, predicate: Any, timeout: float = 15.0) -> dict[str, Any]:
         """Read frames until an event satisfies `predicate`; returns that event."""
         with anyio.fail_after(timeout):
             while True:

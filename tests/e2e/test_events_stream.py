@@ -45,7 +45,9 @@ async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open
         lambda: asyncio.gather(
             *(
                 live_server.services.store.write(
-                    lambda uow, i=i: uow.emit(ErrorEvent(session=None, message=f"m{i}", terminal=False))
+                    lambda uow, i=i: uow.emit(
+                        ErrorEvent(session=None, message=f"m{i}", terminal=False)
+                    )
                 )
                 for i in range(60)
             )
@@ -70,7 +72,9 @@ async def test_events_stream_resumes_after_restart(servers: ServerFactory, open_
     missed = live.emit_errors(4)  # committed; the client stops reading here
     restarted = servers.restart(live)
     missed += restarted.emit_errors(3)
-    resumed = await open_stream(restarted, headers={**restarted.headers, "Last-Event-ID": str(last)})
+    resumed = await open_stream(
+        restarted, headers={**restarted.headers, "Last-Event-ID": str(last)}
+    )
     replayed = await resumed.events(len(missed))
     assert [f.id for f in replayed] == missed
     (live_seq,) = restarted.emit_errors(1)
@@ -95,9 +99,7 @@ async def test_events_stream_last_event_id_wins_over_after(live_server: LiveServ
     assert frame.id == seqs[3]
 
 
-async def test_events_stream_slow_client_does_not_delay_others(
-    servers: ServerFactory, open_stream
-):
+async def test_events_stream_slow_client_does_not_delay_others(servers: ServerFactory, open_stream):
     """A client that stops reading neither delays another nor loses events: it catches up."""
     live = servers.start(stream_backlog=8)
     slow = await open_stream(live)

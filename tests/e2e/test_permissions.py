@@ -73,9 +73,11 @@ async def test_policy_table_decides_every_cell(client: Client, workdir: Path, mo
 
 async def test_accept_edits_still_asks_for_execute(client: Client, workdir: Path) -> None:
     """accept_edits auto-allows edit/delete/move only; execute still parks."""
-    sid = (await client.new_session(
-        workdir, initial_policy={"mode": "accept_edits", "sandbox": "workspace_write"}
-    ))["id"]
+    sid = (
+        await client.new_session(
+            workdir, initial_policy={"mode": "accept_edits", "sandbox": "workspace_write"}
+        )
+    )["id"]
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute Run tests")
@@ -88,9 +90,9 @@ async def test_accept_edits_still_asks_for_execute(client: Client, workdir: Path
 
 async def test_initial_policy_governs_the_first_turn(client: Client, workdir: Path) -> None:
     """ask + read_only from new_session auto-rejects an execute request on turn one."""
-    sid = (await client.new_session(
-        workdir, initial_policy={"mode": "ask", "sandbox": "read_only"}
-    ))["id"]
+    sid = (
+        await client.new_session(workdir, initial_policy={"mode": "ask", "sandbox": "read_only"})
+    )["id"]
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute rm -rf build")
@@ -100,9 +102,7 @@ async def test_initial_policy_governs_the_first_turn(client: Client, workdir: Pa
     assert [a["revision"] for a in activities(stream, sid)] == [1, 2]
 
 
-async def test_two_pending_permissions_answered_out_of_order(
-    client: Client, workdir: Path
-) -> None:
+async def test_two_pending_permissions_answered_out_of_order(client: Client, workdir: Path) -> None:
     """Two parked inputs: exact revisions running, awaiting×2, awaiting, running, idle."""
     sid = (await client.new_session(workdir))["id"]
     async with EventStream(client, session=sid) as stream:
@@ -174,7 +174,11 @@ async def test_cancel_drains_parked_inputs_first(client: Client, workdir: Path) 
         ended = await stream.until_event("turn_ended")
     kinds = [(a["revision"], a["state"]["kind"]) for a in activities(stream, sid)]
     assert kinds == [
-        (1, "running"), (2, "awaiting_input"), (3, "awaiting_input"), (4, "running"), (5, "idle")
+        (1, "running"),
+        (2, "awaiting_input"),
+        (3, "awaiting_input"),
+        (4, "running"),
+        (5, "idle"),
     ]
     assert ended["stop_reason"] == "cancelled"
     assert said(stream, sid) == "cancelled\ncancelled\n"

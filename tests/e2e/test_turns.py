@@ -134,8 +134,12 @@ async def test_new_session_rejects_unknown_provider_and_bad_cwd(
         await stream.frame()
         resp = await client.http.post(
             "/v1/sessions",
-            json={"provider": {"custom": "nope"}, "cwd": str(workdir), "use_worktree": False,
-                  "request_id": "bad-provider"},
+            json={
+                "provider": {"custom": "nope"},
+                "cwd": str(workdir),
+                "use_worktree": False,
+                "request_id": "bad-provider",
+            },
         )
         assert resp.status_code == 422 and resp.json()["code"] == "unknown_provider"
         err = await stream.until_event("error")
@@ -158,8 +162,9 @@ async def test_new_session_broadcasts_session_created_with_request_id(
     """The 201 receipt is broadcast as session_created echoing the request id."""
     async with EventStream(client) as stream:
         await stream.frame()
-        snap = await client.new_session(workdir, request_id="mine",
-                                        initial_policy={"mode": "yolo", "sandbox": "read_only"})
+        snap = await client.new_session(
+            workdir, request_id="mine", initial_policy={"mode": "yolo", "sandbox": "read_only"}
+        )
         created = await stream.until_event("session_created", session=snap["id"])
     assert created["request_id"] == "mine"
     assert created["cwd"] == str(workdir.resolve())
@@ -173,8 +178,9 @@ async def test_set_model_and_config_option_round_trip(client: Client, workdir: P
     sid = (await client.new_session(workdir))["id"]
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
-        resp = await client.http.put(f"/v1/sessions/{sid}/config-options/verbosity",
-                                     json={"value": "terse"})
+        resp = await client.http.put(
+            f"/v1/sessions/{sid}/config-options/verbosity", json={"value": "terse"}
+        )
         assert resp.status_code == 409  # no ACP session before the first prompt
         await client.prompt(sid, "hi")
         models = await stream.until_event("models")
@@ -183,8 +189,9 @@ async def test_set_model_and_config_option_round_trip(client: Client, workdir: P
         resp = await client.http.put(f"/v1/sessions/{sid}/model", json={"model": "echo-smart"})
         assert resp.status_code == 200 and resp.json()["current"] == "echo-smart"
         assert (await stream.until_event("models"))["current"] == "echo-smart"
-        resp = await client.http.put(f"/v1/sessions/{sid}/config-options/verbosity",
-                                     json={"value": "terse"})
+        resp = await client.http.put(
+            f"/v1/sessions/{sid}/config-options/verbosity", json={"value": "terse"}
+        )
         assert resp.status_code == 200, resp.text
         opts = {o["id"]: o["current"] for o in resp.json()["options"]}
         assert opts["verbosity"] == "terse"
@@ -257,6 +264,10 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
+        # The ACP session id is durable once the agent has the prompt.
+        with anyio.fail_after(10):
+            while not any(e.get("method") == "session/prompt" for e in fresh_c2.agent_log_lines()):
+                await anyio.sleep(0.02)
         last = stream.ids[-1]
     await client.aclose()
     fresh_c2.stop(sig=9)  # no graceful shutdown: start-up recovery must fix the state

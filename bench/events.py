@@ -1,0 +1,249 @@
+"""Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory.
+
+The server (real app, real uvicorn on 127.0.0.1, SQLite in a temp home) runs in this process;
+events are committed through its Store, one event per write job (group commit batches them),
+each stamped with the wall clock inside its transaction. SSE clients run in a subprocess (raw
+asyncio streams) and report receipt times, so latency is commit → client receipt.
+
+Run: .venv/bin/python -m bench.events [--events 5000] [--idle 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from api.app import create_app
+from api.server import C2Server, build_server
+from api.services import Services
+from api.settings import Settings
+from core.auth import create_device
+from core.protocol import ErrorEvent
+from core.store.database import UnitOfWork, sqlite_url
+
+WINDOW = 1024  # write jobs in flight at once
+LATENCY_STREAMS = 10  # streams per client process whose every event is timed
+
+
+# -- client side (subprocess) ------------------------------------------------------------------
+# HTTP/1.0 keeps the body un-chunked, so frames are counted and stamps extracted from whole
+# reads with C-speed bytes methods; the measuring client must not eat the server's CPU.
+
+EVENT_MARK = b'data: {"kind":"event"'
+STAMP = re.compile(rb'"message":"([0-9.]+)"')
+
+
+class Stream:
+    def __init__(self, port: int, bearer: str) -> None:
+        self.port, self.bearer = port, bearer
+        self.carry = b""
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.writer.write(
+            f"GET /v1/events HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {self.bearer}\r\n\r\n".encode()
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        assert b" 200 " in head.split(b"\r\n", 1)[0], head
+        while b"\n\n" not in self.carry:  # the welcome `sessions` frame
+            self.carry += await self.reader.read(1 << 16)
+        self.carry = self.carry[self.carry.index(b"\n\n") + 2 :]
+
+    async def read(self, expect: int, timed: bool) -> dict[str, Any]:
+        latencies: list[float] = []
+        count, first, last = 0, 0.0, 0.0
+        while count < expect:
+            data = await self.reader.read(1 << 18)
+            if not data:
+                break
+            now = time.time()
+            buf = self.carry + data
+            cut = buf.rfind(b"\n\n") + 2
+            complete, self.carry = buf[:cut], buf[cut:]
+            count += complete.count(EVENT_MARK)
+            if timed:
+                latencies += [now - float(stamp) for stamp in STAMP.findall(complete)]
+            first = first or now
+            last = now
+        return {"count": count, "first": first, "last": last, "latencies": latencies}
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def _client(port: int, bearer: str, streams: int, expect: int, hold: bool) -> None:
+    conns = [Stream(port, bearer) for _ in range(streams)]
+    await asyncio.gather(*(c.open() for c in conns))
+    print("ready", flush=True)
+    if hold:
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        return
+    results = await asyncio.gather(
+        *(c.read(expect, i < LATENCY_STREAMS) for i, c in enumerate(conns))
+    )
+    print(json.dumps(results), flush=True)
+    for c in conns:
+        c.close()
+
+
+# -- server side -------------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self, home: Path) -> None:
+        settings = Settings(home=home, database_url=sqlite_url(home), port=0, stream_backlog=4096)
+        self.app = create_app(settings)
+        ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+        async def on_started(_server: C2Server) -> None:
+            self.loop = asyncio.get_running_loop()
+            ready.set()
+
+        self.server = build_server(
+            self.app, settings, on_started=on_started, log_level="warning", access_log=False
+        )
+        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()))
+        self.thread.start()
+        if not ready.wait(30):
+            raise RuntimeError("server did not start")
+        self.port = self.server.bound[1]
+        paired = self.run(self.services.store.write(lambda uow: create_device(uow, "bench")))
+        self.bearer = paired.bearer
+
+    @property
+    def services(self) -> Services:
+        services = self.server.services
+        assert services is not None
+        return services
+
+    def run(self, coro: Any, timeout: float = 120) -> Any:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def produce(self, count: int) -> tuple[float, float]:
+        """Commit `count` stamped events, one write job each; (start, end) wall times."""
+        store = self.services.store
+
+        def job(uow: UnitOfWork) -> int:
+            return uow.emit(ErrorEvent(session=None, message=f"{time.time():.6f}", terminal=False))
+
+        start = time.time()
+        pending: deque[asyncio.Future[int]] = deque()
+        for _ in range(count):
+            pending.append(store.submit(job))
+            if len(pending) >= WINDOW:
+                await pending.popleft()
+        while pending:
+            await pending.popleft()
+        return start, time.time()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def _spawn(server: Server, streams: int, expect: int, idle: bool) -> subprocess.Popen[str]:
+    args = [sys.executable, "-m", "bench.events", "--client", "--port", str(server.port)]
+    args += ["--bearer", server.bearer, "--streams", str(streams), "--expect", str(expect)]
+    proc = subprocess.Popen(
+        args + (["--hold"] if idle else []),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != "ready":
+        proc.kill()
+        raise RuntimeError(f"client failed to start: {line!r}")
+    return proc
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def fan_out(server: Server, streams: int, events: int) -> None:
+    proc = _spawn(server, streams, events, idle=False)
+    start, committed = server.run(server.produce(events))
+    out, _ = proc.communicate(timeout=120)
+    results = json.loads(out.strip().splitlines()[-1])
+    assert all(r["count"] == events for r in results), "a client missed events"
+    last = max(r["last"] for r in results)
+    latencies = [lat for r in results for lat in r["latencies"]]
+    print(
+        f"{streams:>4} clients  committed {events / (committed - start):>8,.0f} ev/s   "
+        f"delivered {events / (last - start):>8,.0f} ev/s per client "
+        f"({streams * events / (last - start):>9,.0f} frames/s)   "
+        f"latency p50 {statistics.median(latencies) * 1e3:6.1f} ms  "
+        f"p99 {_pct(latencies, 0.99) * 1e3:6.1f} ms",
+        flush=True,
+    )
+
+
+def idle_memory(server: Server, streams: int) -> None:
+    gc.collect()
+    before = _rss_kib()
+    proc = _spawn(server, streams, 0, idle=True)
+    time.sleep(1.0)
+    gc.collect()
+    after = _rss_kib()
+    subscribers = server.services.bus.subscriber_count
+    proc.communicate("", timeout=30)
+    print(
+        f"idle streams {subscribers}: RSS +{(after - before) / 1024:.1f} MiB, "
+        f"{(after - before) / max(1, streams):.1f} KiB per stream",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--idle", type=int, default=200)
+    parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--bearer", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--streams", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        asyncio.run(_client(args.port, args.bearer, args.streams, args.expect, args.hold))
+        return
+    with tempfile.TemporaryDirectory(prefix="c2-bench-") as tmp:
+        server = Server(Path(tmp) / "home")
+        try:
+            server.run(server.produce(1000))  # warm-up: connections, statements, page cache
+            idle_memory(server, args.idle)
+            for streams in (1, 10, 100):
+                fan_out(server, streams, args.events)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Session lifecycle: creation (cwd, worktree, agent spawn, receipt), deletion and worktree
+discard. Creation either commits a complete session or leaves nothing behind (§8.2).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.errors import (
+    DomainError,
+    InvalidCwdError,
+    SessionUnavailableError,
+    TurnAlreadyRunningError,
+    TurnFailedError,
+)
+from core.live import LiveSession
+from core.outcomes import (
+    WorktreeDiscarded,
+)
+from core.protocol import (
+    NewSessionOp,
+    SessionCreated,
+    SessionSnapshot,
+    WorktreeBase,
+    provider_key,
+)
+from core.session import SessionRecord
+from core.store.database import UnitOfWork
+from core.worktrees import (
+    create_worktree_async,
+    discard_worktree_async,
+)
+
+if TYPE_CHECKING:
+    from core.engine import Engine
+
+log = logging.getLogger(__name__)
+
+
+class SessionLifecycle:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def new_session(self, op: NewSessionOp) -> SessionSnapshot:
+        rid = op.request_id
+        try:
+            return await self._create(op)
+        except DomainError as exc:
+            # Creation errors are terminal, not session-scoped, and correlated (§3.6).
+            exc.session, exc.request_id = None, rid
+            raise await self.engine.reject(exc, terminal=True) from None
+
+    async def _create(self, op: NewSessionOp) -> SessionSnapshot:
+        key = provider_key(op.provider)
+        self.engine.providers.get(key)  # unknown provider fails before touching the disk
+        source = resolve_cwd(op.cwd)
+        session_id = str(uuid.uuid4())
+        record = SessionRecord(
+            id=session_id,
+            provider=key,
+            cwd=source,
+            project_path=source,
+            policy=op.initial_policy or SessionRecord.policy,
+        )
+        created = None
+        if op.use_worktree:
+            created = await create_worktree_async(
+                source,
+                session_id,
+                op.worktree_base or WorktreeBase.CURRENT,
+                op.worktree_base_sha,
+                self.engine.home / "worktrees",
+            )
+            record = record.evolve(
+                cwd=created.cwd,
+                project_path=created.project_path,
+                worktree_path=created.worktree_path,
+                worktree_baseline=created.baseline,
+                worktree_identity=created.identity,
+            )
+        live = LiveSession(record=record)
+        try:
+            await self.engine.spawn_agent(live)
+            created_event = SessionCreated(
+                session=session_id,
+                cwd=record.cwd,
+                project_path=record.project_path,
+                worktree_path=record.worktree_path,
+                worktree_baseline=record.worktree_baseline,
+                request_id=op.request_id,
+            )
+
+            def persist(uow: UnitOfWork) -> None:
+                uow.sessions.insert(record)
+                uow.emit(created_event)
+
+            try:
+                await self.engine.store.write(persist)
+            except Exception as exc:
+                raise TurnFailedError(f"couldn't persist new session: {exc}") from exc
+        except BaseException:
+            await self.engine.close_agent(live)
+            self.engine.handlers.pop(session_id, None)
+            if created is not None:
+                await discard_worktree_async(created)
+            raise
+        self.engine.live_sessions[session_id] = live
+        return record.snapshot()
+
+    async def delete_session(self, session_id: str) -> None:
+        """Cancel a running turn, end the agent's process group, archive the session."""
+        live = await self.engine.load(session_id)
+        if live.turn is not None:
+            await self.engine.turns.cancel(session_id)
+            await self.engine.turn_tasks.cancel(f"turn-{session_id}")
+        await self.engine.close_agent(live)
+        async with live.lock:
+            record = live.record.evolve(archived=True)
+            await self.engine.store.write(lambda uow: uow.sessions.update(record, ("archived",)))
+        self.engine.live_sessions.pop(session_id, None)
+        self.engine.handlers.pop(session_id, None)
+
+    async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
+        live = await self.engine.load(session_id)
+        async with live.lock:
+            if live.turn is not None:
+                raise TurnAlreadyRunningError(
+                    "a turn is running; cancel it before discarding the worktree",
+                    session=session_id,
+                )
+            identity = live.record.worktree_identity
+            if identity is None or live.record.worktree_discarded:
+                raise SessionUnavailableError(
+                    "this session has no worktree to discard", session=session_id
+                )
+            await self.engine.close_agent(live)  # its cwd is about to disappear
+            result = await discard_worktree_async(identity)
+            record = live.record.evolve(worktree_discarded=True)
+            await self.engine.store.write(
+                lambda uow: uow.sessions.update(record, ("worktree_discarded",))
+            )
+            live.record = record
+        return WorktreeDiscarded(
+            session=session_id,
+            worktree_path=record.worktree_path,
+            removed_checkout=result.removed_checkout,
+            deleted_branch=result.deleted_branch,
+        )
+
+
+def resolve_cwd(raw: str) -> str:
+    """Empty → ".", relative → absolute, must be an existing directory (§8.2)."""
+    path = Path(raw.strip() or ".").expanduser()
+    absolute = path if path.is_absolute() else Path.cwd() / path
+    if "\x00" in raw or not absolute.is_dir():
+        raise InvalidCwdError(f"working directory “{absolute}” doesn't exist")
+    return str(absolute.resolve())

@@ -1,0 +1,345 @@
+"""Prompt turns: acceptance (prompt row + running revision + turn_started in one commit), the
+supervised turn task (revive, compile, lazy ACP session, prompt), its end, cancel and answers
+to parked permissions (protocol: turn_started, Durable session activity, Permission parking).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from typing import TYPE_CHECKING
+
+from core.activity import INTERRUPTED, LiveTurn, is_busy
+from core.agents.client import AgentProcess
+from core.agents.updates import AgentError
+from core.errors import (
+    DomainError,
+    InvalidOptionError,
+    PermissionNotPendingError,
+    SessionUnavailableError,
+    TurnAlreadyRunningError,
+    TurnFailedError,
+)
+from core.live import LiveSession
+from core.outcomes import (
+    AnswerResult,
+    CancelResult,
+    PromptAccepted,
+    PromptPreview,
+)
+from core.prompts import canonical_text, compile_prompt, derive_title, display_text
+from core.protocol import (
+    AnswerPermissionOp,
+    ConfigOptions,
+    Doc,
+    ErrorEvent,
+    Event,
+    FailedState,
+    IdleState,
+    Models,
+    PromptOp,
+    PromptPart,
+    RunningState,
+    SessionRefBlock,
+    SessionTitleChanged,
+    TurnEnded,
+    TurnStarted,
+)
+from core.session import SessionRecord
+from core.store.database import UnitOfWork
+from core.transcript import referenced_chat_context
+from core.turns import commit_activity, commit_turn_state
+from core.worktrees import (
+    validate_worktree_async,
+)
+
+if TYPE_CHECKING:
+    from core.engine import Engine
+
+log = logging.getLogger(__name__)
+DISCARDED = (
+    "session worktree was permanently discarded; start a new session from the source project"
+)
+
+
+class TurnFlow:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def prompt(self, op: PromptOp) -> PromptAccepted:
+        rid = op.request_id
+        try:
+            live = await self.engine.load(op.session, rid)
+            await self._check_checkout(live.record, rid)
+        except DomainError as exc:
+            raise await self.engine.reject(exc, terminal=True) from None
+        async with live.lock:
+            if live.turn is not None or is_busy(live.record.activity):
+                raise await self.engine.reject(
+                    TurnAlreadyRunningError(
+                        "a turn is already running for this session",
+                        session=live.id,
+                        request_id=rid,
+                    ),
+                    terminal=False,
+                )
+            turn = LiveTurn(turn_id=str(uuid.uuid4()), request_id=rid)
+            live.turn = turn
+            try:
+                seq = await self._accept(live, turn, op)
+            except Exception as exc:
+                live.turn = None  # release the slot silently: the next prompt can start
+                error = TurnFailedError(
+                    f"couldn't persist prompt: {exc}", session=live.id, request_id=rid
+                )
+                raise await self.engine.reject(error, terminal=True) from exc
+            turn.accepted = True
+        live.touch()
+        self.engine.turn_tasks.spawn(self._run_turn(live, turn, op.doc), name=f"turn-{live.id}")
+        return PromptAccepted(
+            session=live.id, request_id=rid, turn_id=turn.turn_id, transcript_seq=seq
+        )
+
+    async def _check_checkout(self, record: SessionRecord, rid: str | None) -> None:
+        if record.worktree_discarded:
+            raise SessionUnavailableError(DISCARDED, session=record.id, request_id=rid)
+        if record.worktree_identity is not None:
+            try:
+                await validate_worktree_async(record.worktree_identity)
+            except DomainError as exc:
+                exc.session, exc.request_id = record.id, rid
+                raise
+        elif not os.path.isdir(record.cwd):
+            raise SessionUnavailableError(
+                f"session working directory is unavailable: {record.cwd}",
+                session=record.id,
+                request_id=rid,
+            )
+
+    async def _accept(self, live: LiveSession, turn: LiveTurn, op: PromptOp) -> int:
+        """Commit the canonical prompt, the first running revision, title and turn_started in
+        one transaction (protocol: turn_started); returns the prompt's transcript seq."""
+        canonical = canonical_text(op.doc)
+        prompt_part = PromptPart(text=canonical, display=display_text(canonical))
+        title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
+        if title is not None:
+            live.record = live.record.evolve(title=title, title_origin="automatic")
+        titled = live.record
+        seq_box: list[int] = []
+
+        def append_prompt(uow: UnitOfWork) -> None:
+            seq_box[:] = [uow.parts.append(live.id, "user", prompt_part)]
+            if title is not None:
+                uow.sessions.update(titled, ("title",))
+
+        extra: list[Event] = []
+        if title is not None:
+            extra.append(SessionTitleChanged(session=live.id, title=title))
+
+        def started(uow: UnitOfWork) -> None:
+            uow.emit(
+                TurnStarted(session=live.id, request_id=turn.request_id, transcript_seq=seq_box[0])
+            )
+
+        await commit_activity(
+            self.engine.store,
+            live,
+            RunningState(turn_id=turn.turn_id, prompt_request_id=turn.request_id),
+            extra=tuple(extra),
+            before=(append_prompt,),
+            after=(started,),
+        )
+        return seq_box[0]
+
+    async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
+        handler = self.engine.handler_for(live)
+        rid = turn.request_id
+        try:
+            agent = live.agent if live.agent_alive else None
+            if agent is None:
+                agent = await self._revive(live)
+            text = await self._compile_for_turn(live, doc, rid)
+            acp_session = await self._ensure_acp_session(live, agent, rid)
+            stop = await agent.prompt(acp_session, text)
+        except asyncio.CancelledError:
+            await handler.flush()
+            await self._end_turn(
+                live,
+                turn,
+                FailedState(turn_id=turn.turn_id, reason="interrupted", message=INTERRUPTED),
+                ErrorEvent(session=live.id, message=INTERRUPTED, terminal=True, request_id=rid),
+            )
+            raise
+        except (AgentError, DomainError) as exc:
+            message = exc.message if isinstance(exc, DomainError) else str(exc)
+            await handler.flush()
+            await self._end_turn(
+                live,
+                turn,
+                FailedState(turn_id=turn.turn_id, reason="provider_error", message=message),
+                ErrorEvent(session=live.id, message=message, terminal=True, request_id=rid),
+            )
+            return
+        await handler.flush()
+        await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
+
+    async def _end_turn(
+        self, live: LiveSession, turn: LiveTurn, state: IdleState | FailedState, closing: Event
+    ) -> None:
+        """Release the slot, cancel what is still parked, then commit the terminal activity and
+        its closing event together; holding the lock keeps a new prompt out until committed."""
+        async with live.lock:
+            if live.turn is not turn:
+                return  # a stale owner never ends a newer turn
+            turn.drain()
+            live.turn = None
+            try:
+                await commit_activity(self.engine.store, live, state, extra=(closing,))
+            except Exception:
+                log.exception("could not persist the end of a turn for %s", live.id)
+        live.touch()
+
+    async def _revive(self, live: LiveSession) -> AgentProcess:
+        await self.engine.close_agent(live)
+        agent = await self.engine.spawn_agent(live)
+        record = live.record
+        if record.models is not None:
+            await self.engine.emit(
+                Models(
+                    session=live.id, available=record.models.available, current=record.model or ""
+                )
+            )
+        return agent
+
+    async def _ensure_acp_session(
+        self, live: LiveSession, agent: AgentProcess, rid: str | None
+    ) -> str:
+        """Lazily create (or restore) the ACP session on the first prompt (§3.3 step 5)."""
+        if live.acp_session_id is not None:
+            return live.acp_session_id
+        record = live.record
+        info = None
+        if agent.supports_load_session and record.acp_session_id:
+            try:
+                info = await agent.load_session(record.acp_session_id, record.cwd)
+            except AgentError as exc:
+                await self.engine.emit(
+                    ErrorEvent(
+                        session=live.id,
+                        message=(
+                            f"couldn't restore this session's saved context (session/load: {exc}); "
+                            "the transcript is kept, but the agent is starting with a fresh memory"
+                        ),
+                        terminal=False,
+                        request_id=rid,
+                    )
+                )
+        if info is None:
+            info = await agent.new_session(record.cwd)
+        models = info.models
+        if models is not None and record.model and record.model != models.current:
+            try:
+                await agent.set_model(info.acp_session_id, record.model)
+                models = models.model_copy(update={"current": record.model})
+            except AgentError as exc:
+                await self.engine.emit(
+                    ErrorEvent(
+                        session=live.id,
+                        message=f"{record.model} wasn't accepted: {exc}",
+                        terminal=False,
+                        request_id=rid,
+                    )
+                )
+        updated = record.evolve(
+            acp_session_id=info.acp_session_id,
+            models=models if models is not None else record.models,
+            config_options=info.config_options or record.config_options,
+        )
+        events: list[Event] = []
+        if models is not None and models.available:
+            events.append(
+                Models(session=live.id, available=models.available, current=models.current)
+            )
+        if info.config_options:
+            events.append(ConfigOptions(session=live.id, options=info.config_options))
+
+        def persist(uow: UnitOfWork) -> None:
+            uow.sessions.update(updated, ("acp_session_id", "models", "config_options"))
+            for ev in events:
+                uow.emit(ev)
+
+        await self.engine.store.write(persist)
+        live.record = live.record.evolve(
+            acp_session_id=updated.acp_session_id,
+            models=updated.models,
+            config_options=updated.config_options,
+        )
+        live.acp_session_id = info.acp_session_id
+        return info.acp_session_id
+
+    async def _compile_for_turn(self, live: LiveSession, doc: Doc, rid: str | None) -> str:
+        preview = await self.compile(live.record.cwd, doc)
+        if preview.unresolved:
+            await self.engine.emit(
+                *(
+                    ErrorEvent(
+                        session=live.id, message=f"unresolved: {u}", terminal=False, request_id=rid
+                    )
+                    for u in preview.unresolved
+                )
+            )
+        return preview.prompt
+
+    async def compile(self, cwd: str, doc: Doc) -> PromptPreview:
+        """The one compiler behind both the real prompt and the preview (API.md §4)."""
+        refs = {b.session_id for b in doc if isinstance(b, SessionRefBlock)}
+        contexts: dict[str, str | None] = {}
+        for ref in refs:
+            contexts[ref] = await self.engine.store.read(
+                lambda r, ref=ref: referenced_chat_context(r, ref)  # type: ignore[misc]
+            )
+        compiled = await asyncio.to_thread(
+            compile_prompt, doc, skills=self.engine.skills, cwd=cwd, chat_context=contexts.get
+        )
+        return PromptPreview(prompt=compiled.text, unresolved=compiled.unresolved)
+
+    async def cancel(self, session_id: str) -> CancelResult:
+        live = await self.engine.load(session_id)
+        async with live.lock:
+            turn = live.turn
+            if turn is None:
+                return CancelResult(session=session_id, cancelled=False)
+            # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
+            if turn.parked:
+                turn.drain()
+                await commit_turn_state(self.engine.store, live)
+        if live.agent is not None and live.acp_session_id is not None:
+            await live.agent.cancel(live.acp_session_id)
+        return CancelResult(session=session_id, cancelled=True)
+
+    async def answer_permission(self, op: AnswerPermissionOp) -> AnswerResult:
+        live = self.engine.live_sessions.get(op.session)
+        if live is None:
+            raise PermissionNotPendingError("no such pending permission", session=op.session)
+        async with live.lock:
+            turn = live.turn
+            parked = turn.parked.get(op.request_id) if turn is not None else None
+            if turn is None or parked is None:
+                raise PermissionNotPendingError(
+                    f"permission {op.request_id} is not pending", session=op.session
+                )
+            offered = {oid for oid, _label in parked.pending.options}
+            if op.option_id is not None and op.option_id not in offered:
+                raise InvalidOptionError(
+                    f"option {op.option_id!r} was not offered", session=op.session
+                )
+            del turn.parked[op.request_id]
+            try:
+                await commit_turn_state(self.engine.store, live)
+            except Exception:
+                turn.parked[op.request_id] = parked
+                raise
+            parked.reply.set_result(op.option_id)
+        return AnswerResult(applied=True)

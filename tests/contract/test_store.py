@@ -1,0 +1,268 @@
+"""Store contract: event log, sessions, devices and idempotency behave alike on every backend.
+
+Always on SQLite; also on PostgreSQL when C2_TEST_DATABASE_URL is set (each test gets a
+schema of its own, dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+
+from core.auth import create_device, digest
+from core.protocol import ErrorEvent, RunningState, SessionActivity, TurnStarted
+from core.session import SessionRecord, utcnow
+from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
+from core.store.devices import Device, DeviceRepository
+from core.store.events import CommittedEvent
+from core.store.sessions import ActivityConflictError
+
+PG_URL = os.environ.get("C2_TEST_DATABASE_URL")
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgres",
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
+            ],
+        ),
+    ]
+)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+        return
+    assert PG_URL is not None
+    schema = f"c2_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[tuple[Store, list[CommittedEvent]]]:
+    """A migrated, started store and the list its publish hook appends to."""
+    published: list[CommittedEvent] = []
+    store = Store(database_url)
+    await asyncio.to_thread(store.migrate)
+    store.start(publish=published.extend)
+    try:
+        yield store, published
+    finally:
+        await asyncio.to_thread(store.close)
+
+
+def _error(message: str, session: str | None = None) -> ErrorEvent:
+    return ErrorEvent(session=session, message=message, terminal=False)
+
+
+async def test_store_event_log_orders_concurrent_commits(store):
+    """Concurrent writers get strictly increasing seqs, published in commit order."""
+    db, published = store
+    seqs = await asyncio.gather(
+        *(db.write(lambda uow, i=i: uow.emit(_error(f"m{i}"))) for i in range(200))
+    )
+    assert len(set(seqs)) == len(seqs)
+    assert [ev.seq for ev in published] == sorted(seqs)
+    replay = await db.read(lambda r: r.events.after(0, limit=1000))
+    assert [ev.seq for ev in replay] == sorted(seqs)
+    assert [ev.payload for ev in replay] == [ev.payload for ev in published]
+
+
+async def test_store_event_log_after_filters_and_pages(store):
+    """`after` is exclusive, oldest first, bounded by `limit`, optionally one session's."""
+    db, _ = store
+
+    def write(uow: UnitOfWork) -> list[int]:
+        return [uow.emit(_error(f"e{i}", session="a" if i % 2 else "b")) for i in range(10)]
+
+    seqs = await db.write(write)
+    page = await db.read(lambda r: r.events.after(seqs[2], limit=3))
+    assert [ev.seq for ev in page] == seqs[3:6]
+    only_a = await db.read(lambda r: r.events.after(0, session="a"))
+    assert [ev.seq for ev in only_a] == seqs[1::2]
+    assert all(ev.session == "a" for ev in only_a)
+    bounds = await db.read(lambda r: r.events.bounds())
+    assert (bounds.first, bounds.last) == (seqs[0], seqs[-1])
+
+
+async def test_store_event_log_prune_keeps_the_head(store):
+    """Pruning drops old events but keeps the newest, so the sequence never restarts."""
+    db, _ = store
+    seqs = await db.write(lambda uow: [uow.emit(_error(f"e{i}")) for i in range(5)])
+    removed = await db.write(lambda uow: uow.events.prune(timedelta(0)))
+    assert removed == 4
+    bounds = await db.read(lambda r: r.events.bounds())
+    assert bounds.first == bounds.last == seqs[-1]
+    (nxt,) = await db.write(lambda uow: [uow.emit(_error("next"))])
+    assert nxt > seqs[-1]
+
+
+async def test_store_failed_job_commits_nothing_of_its_own(store):
+    """A job that raises publishes nothing and leaves no rows; its neighbours commit."""
+    db, published = store
+
+    def boom(uow: UnitOfWork) -> None:
+        uow.emit(_error("doomed"))
+        raise RuntimeError("boom")
+
+    results = await asyncio.gather(
+        db.write(lambda uow: uow.emit(_error("before"))),
+        db.write(boom),
+        db.write(lambda uow: uow.emit(_error("after"))),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], RuntimeError)
+    messages = [ev.payload for ev in await db.read(lambda r: r.events.after(0))]
+    assert len(messages) == 2 and not any("doomed" in m for m in messages)
+    assert [ev.seq for ev in published] == sorted(r for r in results if isinstance(r, int))
+
+
+async def test_store_sessions_round_trip_and_revision_guard(store):
+    """Sessions list newest first; a stale activity revision cannot overwrite a newer one."""
+    db, _ = store
+    older = SessionRecord(id="s-old", provider="custom:echo", cwd="/tmp")
+    newer = SessionRecord(
+        id="s-new",
+        provider="codex",
+        cwd="/tmp",
+        created_at=older.created_at + timedelta(seconds=1),
+    )
+    await db.write(lambda uow: (uow.sessions.insert(older), uow.sessions.insert(newer)))
+    listed = await db.read(lambda r: r.sessions.list_active())
+    assert [s.id for s in listed] == ["s-new", "s-old"]
+    running = older.evolve(activity=SessionActivity(revision=1, state=RunningState(turn_id="t1")))
+    await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
+    with pytest.raises(ActivityConflictError):
+        await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
+    got = await db.read(lambda r: r.sessions.get("s-old"))
+    assert got is not None and got.activity.revision == 1
+    assert got.snapshot().wire()["activity"]["state"] == {"kind": "running", "turn_id": "t1"}
+    interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
+    assert [s.id for s in interrupted] == ["s-old"]
+    assert interrupted[0].activity.state.kind == "failed"
+
+
+async def test_store_event_and_state_commit_together(store):
+    """A state change and its event commit in one transaction: both or neither."""
+    db, _ = store
+    rec = SessionRecord(id="s1", provider="custom:echo", cwd="/tmp")
+
+    def create_then_fail(uow: UnitOfWork) -> None:
+        uow.sessions.insert(rec)
+        uow.emit(TurnStarted(session="s1"))
+        raise RuntimeError("after the event")
+
+    with pytest.raises(RuntimeError):
+        await db.write(create_then_fail)
+    assert await db.read(lambda r: r.sessions.get("s1")) is None
+    assert await db.read(lambda r: r.events.last_seq()) == 0
+
+
+async def test_store_devices_bearers_tokens_tickets(store):
+    """Bearers resolve by digest; tokens redeem once before expiry; tickets once per device."""
+    db, _ = store
+    paired = await db.write(lambda uow: create_device(uow, "phone"))
+    device = await db.read(lambda r: DeviceRepository(r.conn).by_bearer(digest(paired.bearer)))
+    assert device is not None and device.id == paired.device_id and device.name == "phone"
+    assert await db.read(lambda r: DeviceRepository(r.conn).by_bearer(digest("nope"))) is None
+
+    now = utcnow()
+    token = digest("token")
+    expired = digest("expired")
+
+    def add_tokens(uow: UnitOfWork) -> None:
+        repo = DeviceRepository(uow.conn)
+        repo.add_pairing_token(token, now, now + timedelta(minutes=15))
+        repo.add_pairing_token(expired, now - timedelta(hours=1), now - timedelta(minutes=1))
+
+    await db.write(add_tokens)
+
+    async def redeem(token_hash: str) -> bool:
+        return await db.write(
+            lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
+        )
+
+    assert await redeem(token) is True
+    assert await redeem(token) is False
+    assert await redeem(expired) is False
+
+    async def add_ticket(ticket_hash: str) -> None:
+        expires = now + timedelta(minutes=5)
+        await db.write(
+            lambda uow: DeviceRepository(uow.conn).add_ticket(
+                ticket_hash, paired.device_id, expires
+            )
+        )
+
+    async def use(ticket_hash: str) -> Device | None:
+        return await db.write(
+            lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow())
+        )
+
+    ticket = digest("ticket")
+    await add_ticket(ticket)
+    first = await use(ticket)
+    assert first is not None and first.id == paired.device_id
+    assert await use(ticket) is None
+
+    later = utcnow() + timedelta(minutes=1)
+    await db.write(lambda uow: DeviceRepository(uow.conn).touch({paired.device_id: later}))
+    await db.write(lambda uow: DeviceRepository(uow.conn).touch({paired.device_id: now}))
+    (listed,) = await db.read(lambda r: DeviceRepository(r.conn).all())
+    assert listed.last_seen is not None and abs((listed.last_seen - later).total_seconds()) < 0.01
+
+    other = digest("other-ticket")
+    await add_ticket(other)
+    assert await db.write(lambda uow: DeviceRepository(uow.conn).delete(paired.device_id)) is True
+    assert await db.write(lambda uow: DeviceRepository(uow.conn).delete(paired.device_id)) is False
+    assert await use(other) is None
+    assert await db.write(lambda uow: DeviceRepository(uow.conn).prune(utcnow())) >= 1
+
+
+async def test_store_idempotency_records(store):
+    """Records are per (device, request_id), replaced by put, pruned after 24 h."""
+    db, _ = store
+    await db.write(lambda uow: uow.idempotency.put("d1", "r1", "h1", 201, '{"a":1}'))
+    await db.write(lambda uow: uow.idempotency.put("d1", "r1", "h2", 202, '{"a":2}'))
+    rec = await db.read(lambda r: r.idempotency.get("d1", "r1"))
+    assert rec is not None and (rec.op_hash, rec.status, rec.body_json) == ("h2", 202, '{"a":2}')
+    assert await db.read(lambda r: r.idempotency.get("d2", "r1")) is None
+    assert await db.write(lambda uow: uow.idempotency.prune()) == 0
+
+
+def test_store_migrations_are_idempotent(database_url: str):
+    """Migrating an up-to-date database is a no-op that leaves it at the head revision."""
+    store = Store(database_url)
+    try:
+        store.migrate()
+        store.migrate()
+    finally:
+        store.close()
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    finally:
+        engine.dispose()
+    assert version == ScriptDirectory(str(MIGRATIONS)).get_current_head()
