@@ -231,27 +231,25 @@ async def commit_activity(
     extra: tuple[Event, ...] = (),
     before: tuple[Callable[[UnitOfWork], None], ...] = (),
     after: tuple[Callable[[UnitOfWork], None], ...] = (),
-) -> int:
+) -> None:
     """Advance the activity to `state` (revision+1, CAS-guarded) and emit it, then `extra`,
-    in one transaction between the `before` and `after` steps; returns the last sequence."""
+    in one transaction between the `before` and `after` steps."""
     prev = live.record.activity
     activity = advance(prev, state)
     record = live.record.evolve(activity=activity)
 
-    def write(uow: UnitOfWork) -> int:
+    def write(uow: UnitOfWork) -> None:
         for step in before:
             step(uow)
         uow.sessions.update(record, ("activity",), expected_revision=prev.revision)
-        seq = uow.emit(SessionActivityChanged(session=live.id, activity=activity))
+        uow.emit(SessionActivityChanged(session=live.id, activity=activity))
         for ev in extra:
-            seq = uow.emit(ev)
+            uow.emit(ev)
         for step in after:
             step(uow)
-        return seq
 
-    seq = await store.write(write)
+    await store.write(write)
     live.record = live.record.evolve(activity=activity)
-    return seq
 
 
 def _log_failed_write(future: asyncio.Future[None]) -> None:

@@ -22,7 +22,8 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from core.protocol import Event
-from core.store.events import CommittedEvent, EventLog
+from core.store.buffer import WriteBuffer
+from core.store.events import CommittedEvent, EventLog, encode_event
 from core.store.idempotency import IdempotencyRepository
 from core.store.parts import PartRepository
 from core.store.sessions import SessionRepository
@@ -35,21 +36,38 @@ MAX_GROUP = 256
 
 
 class UnitOfWork:
-    """Repositories bound to one open transaction. Events appended here publish after commit."""
+    """Repositories bound to one open transaction. Events appended here publish after commit.
 
-    def __init__(self, conn: Connection, part_seqs: dict[str, int] | None = None) -> None:
+    Inside a group-commit batch (`buffer` given) transcript and event rows are queued and
+    inserted in bulk before COMMIT; `committed` is complete once the batch has flushed.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        part_seqs: dict[str, int] | None = None,
+        buffer: WriteBuffer | None = None,
+    ) -> None:
         self.conn = conn
         self.sessions = SessionRepository(conn)
-        self.parts = PartRepository(conn, part_seqs)
+        self.parts = PartRepository(conn, part_seqs, buffer)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.committed: list[CommittedEvent] = []
+        self._buffer = buffer
+        self._queued: list[tuple[int, str | None, str]] = []
 
-    def emit(self, ev: Event) -> int:
-        """Append `ev` to the log in this transaction; returns its global sequence."""
-        committed = self.events.append(ev)
-        self.committed.append(committed)
-        return committed.seq
+    def emit(self, ev: Event) -> None:
+        """Append `ev` to the event log in this transaction."""
+        payload = encode_event(ev)
+        if self._buffer is None:
+            self.committed.append(self.events.append_encoded(ev.session, payload))
+        else:
+            self._queued.append((self._buffer.add_event(ev.session, payload), ev.session, payload))
+
+    def settle(self, seqs: list[int]) -> None:
+        """Resolve queued events to their sequences after the batch flushed."""
+        self.committed = [CommittedEvent(seqs[i], session, p) for i, session, p in self._queued]
 
 
 class ReadUnit:
@@ -71,6 +89,7 @@ class _Job(Generic[T]):
     result: Any = None
     error: BaseException | None = None
     committed: list[CommittedEvent] = field(default_factory=list)
+    uow: UnitOfWork | None = None
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -206,10 +225,15 @@ class Store:
         # and replayed one job per transaction: only the failing job reports the error.
         try:
             with conn.begin():
+                buffer = WriteBuffer()
                 for job in batch:
-                    uow = UnitOfWork(conn, self._part_seqs)
-                    job.result = job.fn(uow)
-                    job.committed = uow.committed
+                    job.uow = UnitOfWork(conn, self._part_seqs, buffer)
+                    job.result = job.fn(job.uow)
+                seqs = buffer.flush(conn)
+            for job in batch:
+                assert job.uow is not None
+                job.uow.settle(seqs)
+                job.committed, job.uow = job.uow.committed, None
         except Exception as exc:
             self._part_seqs.clear()  # cached seqs may name rows that were rolled back
             if conn.invalidated or conn.closed:

@@ -42,14 +42,13 @@ class EventLog:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
-    def append(self, ev: Event) -> CommittedEvent:
-        """Insert `ev`; its seq is assigned by the database inside the current transaction."""
-        payload = encode_event(ev)
+    def append_encoded(self, session: str | None, payload: str) -> CommittedEvent:
+        """Insert one encoded event; its seq is assigned by the database in this transaction."""
         result = self._conn.execute(
-            _INSERT, {"session_id": ev.session, "payload": payload, "created_at": utcnow()}
+            _INSERT, {"session_id": session, "payload": payload, "created_at": utcnow()}
         )
         seq = result.inserted_primary_key[0]  # type: ignore[index]
-        return CommittedEvent(seq=int(seq), session=ev.session, payload=payload)
+        return CommittedEvent(seq=int(seq), session=session, payload=payload)
 
     def bounds(self) -> LogBounds:
         row = self._conn.execute(select(func.min(_EVENTS.c.seq), func.max(_EVENTS.c.seq))).one()

@@ -11,6 +11,7 @@ from typing import Literal
 from sqlalchemy import Connection, bindparam, func, insert, select
 
 from core.protocol import PART_ADAPTER, Part, TranscriptEntry
+from core.store.buffer import WriteBuffer
 from core.store.tables import PartRow
 
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
@@ -26,10 +27,16 @@ def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
 
 
 class PartRepository:
-    def __init__(self, conn: Connection, next_seqs: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        next_seqs: dict[str, int] | None = None,
+        buffer: WriteBuffer | None = None,
+    ) -> None:
         self._conn = conn
         # The single writer's cache of each session's next seq; None for readers.
         self._next_seqs = next_seqs
+        self._buffer = buffer
 
     def next_seq(self, session_id: str) -> int:
         if self._next_seqs is not None and session_id in self._next_seqs:
@@ -42,15 +49,16 @@ class PartRepository:
         seq = self.next_seq(session_id)
         if self._next_seqs is not None:
             self._next_seqs[session_id] = seq + 1
-        self._conn.execute(
-            _INSERT,
-            {
-                "session_id": session_id,
-                "seq": seq,
-                "role": role,
-                "part_json": part.model_dump_json(exclude_none=True),
-            },
-        )
+        row = {
+            "session_id": session_id,
+            "seq": seq,
+            "role": role,
+            "part_json": part.model_dump_json(exclude_none=True),
+        }
+        if self._buffer is not None:
+            self._buffer.add_part(row)
+        else:
+            self._conn.execute(_INSERT, row)
         return seq
 
     def max_seq(self, session_id: str) -> int | None:
