@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import uvicorn
 from fastapi import FastAPI
+from sse_starlette.sse import AppStatus
 
 from api.services import Services
 from api.settings import Settings
@@ -56,6 +57,9 @@ def build_server(
     log_level: str = "info",
     access_log: bool = True,
 ) -> C2Server:
+    # Streams end through Services.drain (after the engine's last events were delivered), each
+    # with a proper end of body; sse-starlette's own signal hook would cut them mid-response.
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
     config = uvicorn.Config(
         app,
         host=settings.host,

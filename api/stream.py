@@ -24,7 +24,7 @@ REPLAY_BATCH = 500
 PING = b": ping\n\n"
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)  # recent events only: a fan-out reuses them within one batch
 def event_frame(ev: CommittedEvent) -> bytes:
     """`id: SEQ` + `data: {"kind":"event","event":<payload>}`; cached so N streams share it."""
     return b"".join(

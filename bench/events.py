@@ -5,7 +5,10 @@ events are committed through its Store, one event per write job (group commit ba
 each stamped with the wall clock inside its transaction. SSE clients run in a subprocess (raw
 asyncio streams) and report receipt times, so latency is commit → client receipt.
 
-Run: .venv/bin/python -m bench.events [--events 5000] [--idle 200]
+Each client count runs twice: flat out (throughput; latency then includes queueing) and paced
+at --rate events/s (rate/5 for 100 clients) for commit → receipt latency under steady load.
+
+Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 200]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from core.protocol import ErrorEvent
 from core.store.database import UnitOfWork, sqlite_url
 
 WINDOW = 1024  # write jobs in flight at once
+PACE_TICK = 0.002  # seconds between paced submissions
 LATENCY_STREAMS = 10  # streams per client process whose every event is timed
 
 
@@ -134,19 +138,26 @@ class Server:
         assert self.loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    async def produce(self, count: int) -> tuple[float, float]:
-        """Commit `count` stamped events, one write job each; (start, end) wall times."""
+    async def produce(self, count: int, rate: float | None = None) -> tuple[float, float]:
+        """Commit `count` stamped events, one write job each, as fast as possible or paced at
+        `rate` events/s; (start, end) wall times."""
         store = self.services.store
 
-        def job(uow: UnitOfWork) -> int:
-            return uow.emit(ErrorEvent(session=None, message=f"{time.time():.6f}", terminal=False))
+        def job(uow: UnitOfWork) -> None:
+            uow.emit(ErrorEvent(session=None, message=f"{time.time():.6f}", terminal=False))
 
         start = time.time()
-        pending: deque[asyncio.Future[int]] = deque()
-        for _ in range(count):
-            pending.append(store.submit(job))
-            if len(pending) >= WINDOW:
-                await pending.popleft()
+        pending: deque[asyncio.Future[None]] = deque()
+        per_tick = count if rate is None else max(1, round(rate * PACE_TICK))
+        sent = 0
+        while sent < count:
+            for _ in range(min(per_tick, count - sent)):
+                pending.append(store.submit(job))
+                sent += 1
+                if len(pending) >= WINDOW:
+                    await pending.popleft()
+            if rate is not None:
+                await asyncio.sleep(max(0.0, start + sent / rate - time.time()))
         while pending:
             await pending.popleft()
         return start, time.time()
@@ -186,20 +197,31 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def fan_out(server: Server, streams: int, events: int) -> None:
+def _deliver(server: Server, streams: int, events: int, rate: float | None) -> dict[str, float]:
     proc = _spawn(server, streams, events, idle=False)
-    start, committed = server.run(server.produce(events))
+    start, committed = server.run(server.produce(events, rate))
     out, _ = proc.communicate(timeout=120)
     results = json.loads(out.strip().splitlines()[-1])
     assert all(r["count"] == events for r in results), "a client missed events"
     last = max(r["last"] for r in results)
     latencies = [lat for r in results for lat in r["latencies"]]
+    return {
+        "committed": events / (committed - start),
+        "delivered": events / (last - start),
+        "p50": statistics.median(latencies) * 1e3,
+        "p99": _pct(latencies, 0.99) * 1e3,
+    }
+
+
+def fan_out(server: Server, streams: int, events: int, rate: float) -> None:
+    """Throughput flat out, then latency at a steady `rate` (queueing excluded)."""
+    flat = _deliver(server, streams, events, None)
+    paced = _deliver(server, streams, max(1000, int(rate * 2)), rate)
     print(
-        f"{streams:>4} clients  committed {events / (committed - start):>8,.0f} ev/s   "
-        f"delivered {events / (last - start):>8,.0f} ev/s per client "
-        f"({streams * events / (last - start):>9,.0f} frames/s)   "
-        f"latency p50 {statistics.median(latencies) * 1e3:6.1f} ms  "
-        f"p99 {_pct(latencies, 0.99) * 1e3:6.1f} ms",
+        f"{streams:>4} clients | flat out: committed {flat['committed']:>7,.0f} ev/s, "
+        f"delivered {flat['delivered']:>7,.0f} ev/s per client "
+        f"({streams * flat['delivered']:>7,.0f} frames/s), p99 {flat['p99']:5.1f} ms | "
+        f"at {rate:,.0f} ev/s: p50 {paced['p50']:5.1f} ms, p99 {paced['p99']:5.1f} ms",
         flush=True,
     )
 
@@ -224,6 +246,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--idle", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=5000, help="paced rate for latency")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bearer", default="", help=argparse.SUPPRESS)
@@ -239,8 +262,8 @@ def main() -> None:
         try:
             server.run(server.produce(1000))  # warm-up: connections, statements, page cache
             idle_memory(server, args.idle)
-            for streams in (1, 10, 100):
-                fan_out(server, streams, args.events)
+            for streams, rate in ((1, args.rate), (10, args.rate), (100, args.rate / 5)):
+                fan_out(server, streams, args.events, rate)
         finally:
             server.stop()
 

@@ -153,8 +153,13 @@ class SessionLifecycle:
 
 def resolve_cwd(raw: str) -> str:
     """Empty → ".", relative → absolute, must be an existing directory (§8.2)."""
-    path = Path(raw.strip() or ".").expanduser()
-    absolute = path if path.is_absolute() else Path.cwd() / path
-    if "\x00" in raw or not absolute.is_dir():
+    absolute = Path(raw.strip() or ".")
+    try:
+        absolute = absolute.expanduser()
+        absolute = absolute if absolute.is_absolute() else Path.cwd() / absolute
+        exists = "\x00" not in raw and absolute.is_dir()
+    except (OSError, RuntimeError):  # a name too long, an unknown ~user: bad input, not a 500
+        exists = False
+    if not exists:
         raise InvalidCwdError(f"working directory “{absolute}” doesn't exist")
     return str(absolute.resolve())

@@ -82,12 +82,19 @@ class LiveServer:
         return self.call(lambda: self.services.store.write(lambda uow: create_device(uow, name)))
 
     def emit(self, *events: Event) -> list[int]:
-        """Commit `events` through the app's Store in one transaction; their sequences."""
+        """Commit `events` through the app's Store in one transaction; their sequences.
 
-        def write(uow: Any) -> list[int]:
-            return [uow.emit(ev) for ev in events]
+        Read back from the log: tests using it are the only writers while they emit.
+        """
+        store = self.services.store
 
-        return self.call(lambda: self.services.store.write(write))
+        async def run() -> list[int]:
+            before = await store.read(lambda r: r.events.last_seq())
+            await store.write(lambda uow: [uow.emit(ev) for ev in events])
+            rows = await store.read(lambda r: r.events.after(before, limit=len(events)))
+            return [row.seq for row in rows]
+
+        return self.call(run)
 
     def emit_errors(self, count: int, *, session: str | None = None, size: int = 0) -> list[int]:
         """Commit `count` error events (each its own transaction); their sequences."""

@@ -1,8 +1,8 @@
 """`GET /v1/events`: the one SSE stream per client (API.md §6).
 
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
-wins over `?after=`), then hands the connection to an EventStream under sse-starlette, which
-owns the `: ping` heartbeat, the send timeout and disconnect detection.
+wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
+heartbeat) under sse-starlette (send timeout, disconnect detection, header defaults).
 """
 
 from __future__ import annotations

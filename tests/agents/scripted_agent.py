@@ -1,8 +1,9 @@
 """Scripted ACP test agent: the demo agent plus directives for tests, one per prompt line.
 
-Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives: /text s,
-/chunks N, /stamped N, /think s, /plan a|b|c, /tool id kind status title, /agent-tool id, /permission
-kind|none [title], /permissions N kind, /fail [msg], /hang, /ignore-cancel, /crash, /bigline N,
+Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
+/text s, /chunks N, /stamped N [rate], /think s, /plan a|b|c, /tool id kind status title,
+/agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang,
+/ignore-cancel, /crash, /bigline N,
 /usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
 /request method. Env: SCRIPTED_AGENT_LOAD=0|1, SCRIPTED_AGENT_LOG=path (JSON line per inbound
 message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a sleeping grandchild holding stdout; pid in the log),
@@ -123,8 +124,13 @@ class ScriptedAgent(DemoAgent):
             await self.say(turn, f"chunk-{i} ")
 
     async def do_stamped(self, turn: Turn, arg: str) -> None:
-        """`/stamped N`: N chunks `t=<wall clock ns>` written as fast as possible (bench)."""
-        for _ in range(int(arg)):
+        """`/stamped N [per_second]`: N chunks `t=<wall clock ns>`, paced or flat out (bench)."""
+        count, _, rate = arg.partition(" ")
+        interval = 1 / float(rate) if rate else 0.0
+        started = time.monotonic()
+        for i in range(int(count)):
+            if interval:
+                await asyncio.sleep(max(0.0, started + i * interval - time.monotonic()))
             await self.say(turn, f"t={time.time_ns()}")
 
     async def do_think(self, turn: Turn, arg: str) -> None:

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,16 @@ class C2Server:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--home", str(self.home)]
-            + ["--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                "--home",
+                str(self.home),
+                "--port",
+                str(self.port),
+            ],
             cwd=REPO,
             env=self._env(),
             stdout=subprocess.DEVNULL,
@@ -100,8 +108,16 @@ class C2Server:
             raise RuntimeError("c2 serve did not become ready")
         if not self.bearer:
             out = subprocess.run(
-                [sys.executable, "-m", "api.cli", "pair", "--name", "tests"]
-                + ["--home", str(self.home)],
+                [
+                    sys.executable,
+                    "-m",
+                    "api.cli",
+                    "pair",
+                    "--name",
+                    "tests",
+                    "--home",
+                    str(self.home),
+                ],
                 cwd=REPO,
                 env=self._env(),
                 capture_output=True,
@@ -232,3 +248,10 @@ class EventStream:
 
     def names(self, session: str | None = None) -> list[str]:
         return [e["event"] for e in self.events if session is None or e.get("session") == session]
+
+
+async def poll_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until `predicate()` holds; for state outside this process (pids, log files)."""
+    with anyio.fail_after(timeout):
+        while not predicate():  # noqa: ASYNC110 - nothing to await: the state is external
+            await anyio.sleep(0.02)

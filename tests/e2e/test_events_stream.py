@@ -41,10 +41,11 @@ async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open
     b = await open_stream(live_server)
     assert (await a.next()).kind == "sessions"  # type: ignore[union-attr]
     assert (await b.next()).kind == "sessions"  # type: ignore[union-attr]
-    seqs = await live_server.acall(
+    store = live_server.services.store
+    await live_server.acall(
         lambda: asyncio.gather(
             *(
-                live_server.services.store.write(
+                store.write(
                     lambda uow, i=i: uow.emit(
                         ErrorEvent(session=None, message=f"m{i}", terminal=False)
                     )
@@ -53,9 +54,12 @@ async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open
             )
         )
     )
+    seqs = [
+        ev.seq for ev in await live_server.acall(lambda: store.read(lambda r: r.events.after(0)))
+    ]
     got_a = await a.events(60)
     got_b = await b.events(60)
-    assert [f.id for f in got_a] == sorted(seqs)
+    assert [f.id for f in got_a] == seqs
     assert [f.id for f in got_a] == [f.id for f in got_b]
     assert [f.data for f in got_a] == [f.data for f in got_b]
 

@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 import anyio
-import pytest
 
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Server, Client, EventStream, poll_until
 
 
 def session_events(stream: EventStream, session: str) -> list[dict]:
@@ -238,9 +237,7 @@ async def test_delete_session_ends_agent_and_hides_it(client: Client, workdir: P
 
 
 async def wait_gone(*pids: int, timeout: float = 10.0) -> None:
-    with anyio.fail_after(timeout):
-        while any(alive(pid) for pid in pids):
-            await anyio.sleep(0.05)
+    await poll_until(lambda: not any(alive(pid) for pid in pids), timeout)
 
 
 def alive(pid: int) -> bool:
@@ -265,9 +262,9 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir:
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
         # The ACP session id is durable once the agent has the prompt.
-        with anyio.fail_after(10):
-            while not any(e.get("method") == "session/prompt" for e in fresh_c2.agent_log_lines()):
-                await anyio.sleep(0.02)
+        await poll_until(
+            lambda: any(e.get("method") == "session/prompt" for e in fresh_c2.agent_log_lines())
+        )
         last = stream.ids[-1]
     await client.aclose()
     fresh_c2.stop(sig=9)  # no graceful shutdown: start-up recovery must fix the state
