@@ -6,7 +6,7 @@ turned into the protocol's Op models by the routes. Unknown fields are ignored (
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -164,22 +164,6 @@ class PreviewBody(_Body):
 class SessionList(BaseModel):
     kind: Literal["sessions"] = "sessions"
     sessions: list[SessionSnapshot]
-
-
-class ProviderOut(BaseModel):
-    id: str | dict[str, str]
-    display_name: str
-    command: str
-    args: list[str]
-    available: bool
-    reason: str | None
-
-
-class SkillOut(BaseModel):
-    id: str
-    name: str
-    description: str
-    params: dict[str, Any]
 
 
 class Health(BaseModel):

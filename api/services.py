@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 
 from sqlalchemy import text
 
@@ -23,12 +22,12 @@ from core.engine import Engine
 from core.store.database import Store
 
 log = logging.getLogger(__name__)
-EngineFactory = Callable[[Store, EventBus, Path], Engine]
+EngineFactory = Callable[[Store, EventBus, Settings], Engine]
 
 
-def default_engine(store: Store, _bus: EventBus, home: Path) -> Engine:
+def default_engine(store: Store, _bus: EventBus, settings: Settings) -> Engine:
     """The real engine; it reaches the bus through the store's publish hook."""
-    return Engine(store, home)
+    return Engine(store, settings.home, max_live_agents=settings.max_live_agents)
 
 
 READY_PROBE_SECONDS = 2.0
@@ -39,7 +38,7 @@ class Services:
         self.settings = settings
         self.bus = EventBus()
         self.store = Store(settings.database_url)
-        self.engine = engine_factory(self.store, self.bus, settings.home)
+        self.engine = engine_factory(self.store, self.bus, settings)
         self.auth = DeviceAuth(
             self.store,
             self.bus,

@@ -36,6 +36,7 @@ class Settings:
     sweep_interval_seconds: float = 3600.0  # event-log, idempotency and token pruning
     last_seen_interval_seconds: float = 60.0
     shutdown_grace_seconds: float = 5.0
+    max_live_agents: int = 32  # agent processes at once; LRU idle agents are closed past it
 
     @classmethod
     def build(
@@ -52,6 +53,7 @@ class Settings:
         env = os.environ if env is None else env
         resolved = resolve_home(home, env)
         retention = env.get("C2_EVENT_RETENTION_DAYS")
+        max_agents = env.get("C2_MAX_LIVE_AGENTS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -60,6 +62,7 @@ class Settings:
             allow_hosts=tuple(allow_hosts),
             allow_origins=tuple(allow_origins),
             event_retention_days=float(retention) if retention else 7.0,
+            max_live_agents=max(1, int(max_agents)) if max_agents else 32,
         )
 
 

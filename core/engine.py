@@ -188,7 +188,7 @@ class Engine:
 
     async def spawn_agent(self, live: LiveSession) -> AgentProcess:
         """Start the session's agent (capacity-checked); raises ProviderUnavailableError."""
-        await self._make_room()
+        await self.make_room()
         entry = self.providers.get(live.record.provider)
         entry.check_available()
         try:
@@ -200,7 +200,8 @@ class Engine:
         live.agent, live.acp_session_id = agent, None
         return agent
 
-    async def _make_room(self) -> None:
+    async def make_room(self) -> None:
+        """Free an agent slot (closing the least recently used idle agent) or raise capacity."""
         running = [live for live in self.live_sessions.values() if live.agent_alive]
         if len(running) < self.max_live_agents:
             return

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from core.activity import INTERRUPTED, LiveTurn, is_busy
 from core.agents.client import AgentProcess
@@ -73,6 +73,8 @@ class TurnFlow:
         try:
             live = await self.engine.load(op.session, rid)
             await self._check_checkout(live.record, rid)
+            if not live.agent_alive:
+                await self.engine.make_room()  # refuse (503 capacity) before turn_started
         except DomainError as exc:
             raise await self.engine.reject(exc, terminal=True) from None
         async with live.lock:
@@ -124,9 +126,7 @@ class TurnFlow:
         canonical = canonical_text(op.doc)
         prompt_part = PromptPart(text=canonical, display=display_text(canonical))
         title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
-        if title is not None:
-            live.record = live.record.evolve(title=title, title_origin="automatic")
-        titled = live.record
+        titled = live.record.evolve(title=title or live.record.title, title_origin="automatic")
         seq_box: list[int] = []
 
         def append_prompt(uow: UnitOfWork) -> None:
@@ -151,6 +151,8 @@ class TurnFlow:
             before=(append_prompt,),
             after=(started,),
         )
+        if title is not None:
+            live.record = live.record.evolve(title=title, title_origin="automatic")
         return seq_box[0]
 
     async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
@@ -165,25 +167,30 @@ class TurnFlow:
             stop = await agent.prompt(acp_session, text)
         except asyncio.CancelledError:
             await handler.flush()
-            await self._end_turn(
-                live,
-                turn,
-                FailedState(turn_id=turn.turn_id, reason="interrupted", message=INTERRUPTED),
-                ErrorEvent(session=live.id, message=INTERRUPTED, terminal=True, request_id=rid),
-            )
+            await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
             raise
         except (AgentError, DomainError) as exc:
-            message = exc.message if isinstance(exc, DomainError) else str(exc)
             await handler.flush()
-            await self._end_turn(
-                live,
-                turn,
-                FailedState(turn_id=turn.turn_id, reason="provider_error", message=message),
-                ErrorEvent(session=live.id, message=message, terminal=True, request_id=rid),
-            )
+            message = exc.message if isinstance(exc, DomainError) else str(exc)
+            await self._fail_turn(live, turn, "provider_error", message)
             return
         await handler.flush()
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
+
+    async def _fail_turn(
+        self,
+        live: LiveSession,
+        turn: LiveTurn,
+        reason: Literal["interrupted", "provider_error"],
+        message: str,
+    ) -> None:
+        """Failed activity, then the correlated terminal error (never turn_ended)."""
+        await self._end_turn(
+            live,
+            turn,
+            FailedState(turn_id=turn.turn_id, reason=reason, message=message),
+            ErrorEvent(session=live.id, message=message, terminal=True, request_id=turn.request_id),
+        )
 
     async def _end_turn(
         self, live: LiveSession, turn: LiveTurn, state: IdleState | FailedState, closing: Event

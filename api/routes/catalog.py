@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse
 
 from api.authn import ServicesDep, current_device
 from api.openapi import Responses, problems
-from api.schemas import ProviderOut, SkillOut
 from core.outcomes import BaselineChoice
+from core.providers import ProviderInfo
+from core.skills import SkillInfo
 
 router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_device)])
 Cwd = Annotated[str, Query(min_length=1, max_length=4096, description="A directory path")]
@@ -29,14 +30,14 @@ async def worktree_baselines(cwd: Cwd, services: ServicesDep) -> JSONResponse:
     return JSONResponse([c.model_dump(mode="json") for c in choices])
 
 
-@router.get("/providers", responses=_list_of(ProviderOut) | problems(401))
+@router.get("/providers", responses=_list_of(ProviderInfo) | problems(401))
 async def providers(services: ServicesDep) -> JSONResponse:
     """Built-in and custom providers with their launch command and availability."""
     # Availability probes the filesystem (PATH lookups): keep it off the event loop.
     return JSONResponse(jsonable_encoder(await asyncio.to_thread(services.engine.list_providers)))
 
 
-@router.get("/skills", responses=_list_of(SkillOut) | problems(401, 422))
+@router.get("/skills", responses=_list_of(SkillInfo) | problems(401, 422))
 async def skills(
     services: ServicesDep,
     cwd: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from api.settings import Settings
 from core.bus import EventBus
 from core.engine import Engine
 from core.store.database import Store
@@ -105,9 +106,9 @@ class _BrokenEngine(Engine):
         raise RuntimeError("secret internals")
 
 
-def _broken(store: Store, bus: EventBus, home: Path) -> Engine:
+def _broken(store: Store, bus: EventBus, settings: Settings) -> Engine:
     del bus
-    return _BrokenEngine(store, home)
+    return _BrokenEngine(store, settings.home)
 
 
 @pytest.fixture

@@ -61,8 +61,9 @@ env = {env}, SCRIPTED_AGENT_SPAWN_CHILD = "1" }}
 class C2Server:
     """One `c2 serve` process bound to a home folder; restartable on the same home."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
         self.home = home
+        self.extra_env = env or {}
         home.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -77,6 +78,7 @@ class C2Server:
         env = dict(os.environ)
         env.pop("C2_DATABASE_URL", None)
         env["PYTHONPATH"] = str(REPO)
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
