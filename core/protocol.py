@@ -7,6 +7,7 @@ says they are present as null (`error.session`).
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
@@ -415,17 +416,29 @@ class SessionSnapshot(BaseModel):
 
 
 class _Event(BaseModel):
-    """Base of every event. `wire()` omits absent optionals except the always-present ones."""
+    """Base of every event. `encode()` is the wire JSON: absent optionals are omitted, except
+    the fields a subclass lists in `_always_present` (present as null)."""
 
     model_config = ConfigDict(extra="ignore")
     _always_present: ClassVar[frozenset[str]] = frozenset()
+    # Declared first so it leads every encoded event (subclasses narrow it to a Literal).
+    event: str
     session: str | None
 
+    def encode(self) -> str:
+        """Wire JSON, built by pydantic's serializer (the hot path of every agent chunk)."""
+        if not self._always_present:
+            return self.model_dump_json(exclude_none=True)
+        absent = {
+            name
+            for name in type(self).model_fields
+            if getattr(self, name) is None and name not in self._always_present
+        }
+        return self.model_dump_json(exclude=absent)
+
     def wire(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        wire = {"event": data.pop("event")}
-        wire.update((k, v) for k, v in data.items() if v is not None or k in self._always_present)
-        return wire
+        value: dict[str, Any] = json.loads(self.encode())
+        return value
 
 
 class SessionCreated(_Event):
@@ -448,9 +461,6 @@ class SessionActivityChanged(_Event):
     event: Literal["session_activity_changed"] = "session_activity_changed"
     session: str
     activity: SessionActivity
-
-    def wire(self) -> dict[str, Any]:
-        return {"event": self.event, "session": self.session, "activity": self.activity.wire()}
 
 
 class TurnStarted(_Event):
@@ -521,10 +531,9 @@ class Models(_Event):
     available: list[ModelChoice]
     current: str
 
-    def wire(self) -> dict[str, Any]:
+    def encode(self) -> str:
         # ModelChoice.description is present as null (original-behaviour §1.6).
-        data = self.model_dump(mode="json")
-        return {"event": data.pop("event"), **data}
+        return self.model_dump_json()
 
 
 class ConfigOptions(_Event):
@@ -532,9 +541,9 @@ class ConfigOptions(_Event):
     session: str
     options: list[ConfigOption]
 
-    def wire(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        return {"event": data.pop("event"), **data}
+    def encode(self) -> str:
+        # Choice descriptions and categories are present as null (original-behaviour §1.6).
+        return self.model_dump_json()
 
 
 class ExecutionPolicyChanged(_Event):

@@ -1,9 +1,10 @@
 """Rows appended during one group-commit batch, inserted in bulk just before its COMMIT.
 
 Transcript rows and event rows dominate the write load (one of each per agent chunk); one
-multi-row INSERT per table per batch costs far less than one statement per row. Sequences
-stay exact: transcript seqs come from the writer's per-session counter, event seqs from the
-database, returned in insertion order.
+executemany per table per batch costs far less than one statement per row. Sequences come
+from the single writer's counters (per-session transcript seq, global event seq), seeded
+from the database; a second writer on the same database would collide on the primary key
+and fail loudly rather than interleave sequences.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from core.store.tables import EventRow, PartRow
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
-_INSERT_EVENTS = insert(_EVENTS).returning(_EVENTS.c.seq, sort_by_parameter_order=True)
+_INSERT_EVENTS = insert(_EVENTS)
 _INSERT_PARTS = insert(_PARTS)
 
 
@@ -35,10 +36,14 @@ class WriteBuffer:
         self.events.append({"session_id": session, "payload": payload, "created_at": utcnow()})
         return len(self.events) - 1
 
-    def flush(self, conn: Connection) -> list[int]:
-        """Insert everything queued; the event seqs, in queue order."""
+    def flush(self, conn: Connection, first_seq: int) -> list[int]:
+        """Insert everything queued, numbering events from `first_seq`; their seqs in order."""
         if self.parts:
             conn.execute(_INSERT_PARTS, self.parts)
         if not self.events:
             return []
-        return [int(row[0]) for row in conn.execute(_INSERT_EVENTS, self.events)]
+        seqs = list(range(first_seq, first_seq + len(self.events)))
+        for seq, row in zip(seqs, self.events, strict=True):
+            row["seq"] = seq
+        conn.execute(_INSERT_EVENTS, self.events)
+        return seqs

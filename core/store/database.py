@@ -140,6 +140,7 @@ class Store:
         self._publish: Publisher | None = None
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
+        self._next_event_seq: int | None = None  # the writer's global event counter
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -229,13 +230,18 @@ class Store:
                 for job in batch:
                     job.uow = UnitOfWork(conn, self._part_seqs, buffer)
                     job.result = job.fn(job.uow)
-                seqs = buffer.flush(conn)
+                if self._next_event_seq is None:
+                    self._next_event_seq = EventLog(conn).last_seq() + 1
+                seqs = buffer.flush(conn, self._next_event_seq)
+                self._next_event_seq += len(seqs)
             for job in batch:
                 assert job.uow is not None
                 job.uow.settle(seqs)
                 job.committed, job.uow = job.uow.committed, None
         except Exception as exc:
-            self._part_seqs.clear()  # cached seqs may name rows that were rolled back
+            # Cached counters may name rows that were rolled back: re-read them.
+            self._part_seqs.clear()
+            self._next_event_seq = None
             if conn.invalidated or conn.closed:
                 conn = self._writer_engine.connect()
             if len(batch) > 1:

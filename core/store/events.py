@@ -35,7 +35,7 @@ class LogBounds:
 
 
 def encode_event(ev: Event) -> str:
-    return json.dumps(ev.wire(), separators=(",", ":"), ensure_ascii=False)
+    return ev.encode()
 
 
 class EventLog:
