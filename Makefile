@@ -38,3 +38,5 @@ openapi: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.events
+	$(BIN)/python -m bench.turns
+	$(BIN)/python -m bench.transcript
