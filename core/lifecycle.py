@@ -21,6 +21,7 @@ from core.outcomes import (
     WorktreeDiscarded,
 )
 from core.protocol import (
+    DEFAULT_POLICY,
     NewSessionOp,
     SessionCreated,
     SessionSnapshot,
@@ -63,7 +64,7 @@ class SessionLifecycle:
             provider=key,
             cwd=source,
             project_path=source,
-            policy=op.initial_policy or SessionRecord.policy,
+            policy=op.initial_policy or DEFAULT_POLICY,
         )
         created = None
         if op.use_worktree:
