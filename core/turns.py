@@ -34,6 +34,7 @@ from core.protocol import (
     ContextWindow,
     ContextWindowEvent,
     Event,
+    Part,
     PendingInput,
     PermissionRequest,
     PlanEvent,
@@ -69,57 +70,12 @@ class SessionHandler:
     async def on_update(self, update: AgentUpdate) -> None:
         sid = self._live.id
         write: Callable[[UnitOfWork], None]
-        if isinstance(update, TextChunk):
-            chunk = update
+        row = transcript_row(sid, update)
+        if row is not None:
+            part, event_at = row
 
             def write(uow: UnitOfWork) -> None:
-                seq = uow.parts.append(sid, "agent", TextPart(text=chunk.text))
-                uow.emit(
-                    AgentText(
-                        session=sid,
-                        message_id=chunk.message_id,
-                        text=chunk.text,
-                        transcript_seq=seq,
-                    )
-                )
-
-        elif isinstance(update, ThoughtChunk):
-            thought = update
-
-            def write(uow: UnitOfWork) -> None:
-                seq = uow.parts.append(sid, "agent", ReasoningPart(text=thought.text))
-                uow.emit(AgentThought(session=sid, text=thought.text, transcript_seq=seq))
-
-        elif isinstance(update, ToolCallUpdate):
-            tool = update
-
-            def write(uow: UnitOfWork) -> None:
-                part = ToolCallPart(
-                    id=tool.id,
-                    title=tool.title,
-                    status=tool.status,
-                    tool_kind=tool.kind,
-                    agent_input=tool.agent_input,
-                )
-                seq = uow.parts.append(sid, "agent", part)
-                uow.emit(
-                    ToolCall(
-                        session=sid,
-                        id=tool.id,
-                        title=tool.title,
-                        status=tool.status,
-                        kind=tool.kind,
-                        agent_input=tool.agent_input,
-                        transcript_seq=seq,
-                    )
-                )
-
-        elif isinstance(update, PlanUpdate):
-            plan = update
-
-            def write(uow: UnitOfWork) -> None:
-                seq = uow.parts.append(sid, "agent", PlanPart(entries=plan.entries))
-                uow.emit(PlanEvent(session=sid, entries=plan.entries, transcript_seq=seq))
+                uow.emit(event_at(uow.parts.append(sid, "agent", part)))
 
         elif isinstance(update, UsageUpdate):
             # Session-level state, not transcript content (protocol: context_window).
@@ -212,6 +168,39 @@ class SessionHandler:
         async with live.lock:
             if live.turn is turn and turn.parked.pop(input_id, None) is not None:
                 await commit_turn_state(self._store, live)
+
+
+def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
+    """The transcript part an update persists and its event given the row's seq; None for
+    session-level updates (usage, config options), which are not transcript content."""
+    match update:
+        case TextChunk(message_id=message_id, text=text):
+            return TextPart(text=text), lambda seq: AgentText(
+                session=sid, message_id=message_id, text=text, transcript_seq=seq
+            )
+        case ThoughtChunk(text=text):
+            return ReasoningPart(text=text), lambda seq: AgentThought(
+                session=sid, text=text, transcript_seq=seq
+            )
+        case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
+            agent_input = update.agent_input
+            part = ToolCallPart(
+                id=tool_id, title=title, status=status, tool_kind=kind, agent_input=agent_input
+            )
+            return part, lambda seq: ToolCall(
+                session=sid,
+                id=tool_id,
+                title=title,
+                status=status,
+                kind=kind,
+                agent_input=agent_input,
+                transcript_seq=seq,
+            )
+        case PlanUpdate(entries=entries):
+            return PlanPart(entries=entries), lambda seq: PlanEvent(
+                session=sid, entries=entries, transcript_seq=seq
+            )
+    return None
 
 
 async def commit_turn_state(
