@@ -334,3 +334,27 @@ async def test_live_agent_capacity_evicts_idle_and_refuses_when_busy(
     finally:
         await client.aclose()
         server.stop()
+
+
+async def test_agent_launch_tool_call_keeps_only_allowlisted_input(
+    client: Client, workdir: Path
+) -> None:
+    """An agent-launch tool call carries bounded agent_input; arbitrary payload is dropped."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/agent-tool task-1\n/tool task-1 none completed")
+        await stream.until_event("turn_ended")
+    calls = [e for e in stream.events if e["event"] == "tool_call"]
+    assert calls[0]["agent_input"] == {
+        "subagent_type": "explorer",
+        "description": "Explore the repository",
+        "prompt": "Map the modules under core/",
+    }
+    assert calls[1]["status"] == "completed" and "agent_input" not in calls[1]
+    assert calls[1]["title"] == "Task" and calls[1]["kind"] == "other"
+    # The page projection folds the in-flight row into the terminal one, keeping metadata.
+    page = (await client.http.get(f"/v1/sessions/{sid}/transcript")).json()
+    tools = [e["part"] for e in page["entries"] if e["part"]["kind"] == "tool_call"]
+    assert len(tools) == 1 and tools[0]["status"] == "completed"
+    assert tools[0]["agent_input"]["subagent_type"] == "explorer"
