@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event
 
 from core.protocol import Event
 from core.store.buffer import WriteBuffer
@@ -166,14 +166,6 @@ class Store:
         self._readers.shutdown(wait=True)
         self._writer_engine.dispose()
         self._reader_engine.dispose()
-
-    def ping(self) -> bool:
-        try:
-            with self._reader_engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return True
-        except Exception:
-            return False
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ byte-identical frames and nothing is re-serialized per client.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -78,9 +77,3 @@ class EventLog:
             delete(_EVENTS).where(_EVENTS.c.created_at < cutoff, _EVENTS.c.seq < newest)
         )
         return int(result.rowcount or 0)
-
-
-def decode_payload(payload: str) -> dict[str, object]:
-    value = json.loads(payload)
-    assert isinstance(value, dict)
-    return value

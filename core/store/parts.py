@@ -91,9 +91,6 @@ class PartRepository:
         ).all()
         return [int(r[0]) for r in rows]
 
-    def has_user_before(self, session_id: str, below: int) -> bool:
-        return bool(self.user_seqs_before(session_id, below, 1))
-
     def range(self, session_id: str, start: int, end_inclusive: int) -> list[TranscriptEntry]:
         """Rows with start <= seq <= end_inclusive, ascending."""
         rows = self._conn.execute(

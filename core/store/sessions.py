@@ -22,7 +22,7 @@ from core.protocol import (
     SessionActivity,
     WorktreeBaseline,
 )
-from core.session import SessionRecord, utcnow
+from core.session import SessionRecord
 from core.store.tables import SessionRow
 
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
@@ -220,8 +220,3 @@ class SessionRepository:
             self.save(failed)
             changed.append(failed)
         return changed
-
-    def touch(self, session_id: str) -> None:
-        self._conn.execute(
-            update(_SESSIONS).where(_SESSIONS.c.id == session_id).values(updated_at=utcnow())
-        )
