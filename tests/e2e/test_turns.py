@@ -282,10 +282,14 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir:
     # The session is revived on its next prompt, restoring the agent session via session/load.
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
-        assert (await client.prompt(sid, "after restart")).status_code == 202
+        assert (await client.prompt(sid, "after restart", request_id="again")).status_code == 202
         await stream.until_event("turn_ended")
     methods = [e["method"] for e in fresh_c2.agent_log_lines() if "method" in e]
     assert "session/load" in methods
+    # The scripted agent forgot its sessions with its process: the load fails, c2 says so.
+    (warning,) = [e for e in stream.events if e["event"] == "error"]
+    assert "fresh memory" in warning["message"] and warning["terminal"] is False
+    assert warning["request_id"] == "again"
     await client.aclose()
 
 
@@ -358,3 +362,55 @@ async def test_agent_launch_tool_call_keeps_only_allowlisted_input(
     tools = [e["part"] for e in page["entries"] if e["part"]["kind"] == "tool_call"]
     assert len(tools) == 1 and tools[0]["status"] == "completed"
     assert tools[0]["agent_input"]["subagent_type"] == "explorer"
+
+
+async def test_line_over_one_mebibyte_reaches_clients_intact(client: Client, workdir: Path) -> None:
+    """A 2 MiB agent chunk is committed and streamed whole."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/bigline 2097152")
+        text = await stream.until_event("agent_text", timeout=30)
+        await stream.until_event("turn_ended")
+    assert text["text"] == "x" * 2_097_152
+
+
+async def test_agent_ignoring_cancel_is_ended_by_delete(client: Client, workdir: Path) -> None:
+    """A turn whose agent ignores cancel keeps running; deleting the session ends it."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/ignore-cancel")
+        await stream.until_event("turn_started")
+        resp = await client.http.post(f"/v1/sessions/{sid}/cancel")
+        assert resp.json()["cancelled"] is True
+        await anyio.sleep(0.5)
+        assert (await client.snapshot(sid))["activity"]["state"]["kind"] == "running"
+        assert (await client.http.delete(f"/v1/sessions/{sid}")).status_code == 204
+        err = await stream.until_event("error")
+    assert err["terminal"] is True
+    assert (await client.snapshot(sid))["activity"]["state"]["kind"] == "failed"
+
+
+async def test_revival_without_load_support_starts_fresh_silently(
+    fresh_c2: C2Server, workdir: Path
+) -> None:
+    """An agent without loadSession is revived with session/new and no warning."""
+    client = Client(fresh_c2)
+    sid = (await client.new_session(workdir, provider={"custom": "scripted_noload"}))["id"]
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "first")
+        await stream.until_event("turn_ended")
+    await client.aclose()
+    fresh_c2.stop()
+    fresh_c2.start()
+    client = Client(fresh_c2)
+    async with EventStream(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "second")
+        await stream.until_event("turn_ended")
+    await client.aclose()
+    methods = [e["method"] for e in fresh_c2.agent_log_lines() if "method" in e]
+    assert "session/load" not in methods and methods.count("session/new") == 2
+    assert "error" not in stream.names()
