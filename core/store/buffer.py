@@ -10,7 +10,7 @@ and fail loudly rather than interleave sequences.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy import Connection, insert
 
@@ -23,27 +23,69 @@ _INSERT_EVENTS = insert(_EVENTS)
 _INSERT_PARTS = insert(_PARTS)
 
 
+# SQLAlchemy's SQLite DATETIME storage format, so rows written here read back like any other.
+_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
+_SQLITE_PARTS = "INSERT INTO parts (session_id, seq, role, part_json) VALUES (?, ?, ?, ?)"
+_SQLITE_EVENTS = "INSERT INTO events (seq, session_id, payload, created_at) VALUES (?, ?, ?, ?)"
+
+PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
+
+
 @dataclass
 class WriteBuffer:
-    parts: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[PartRowValues] = field(default_factory=list)
+    events: list[tuple[str | None, str]] = field(default_factory=list)  # session_id, payload
 
-    def add_part(self, row: dict[str, Any]) -> None:
+    def add_part(self, row: PartRowValues) -> None:
         self.parts.append(row)
 
     def add_event(self, session: str | None, payload: str) -> int:
         """Queue one event row; returns its index into the seqs `flush` will return."""
-        self.events.append({"session_id": session, "payload": payload, "created_at": utcnow()})
+        self.events.append((session, payload))
         return len(self.events) - 1
 
     def flush(self, conn: Connection, first_seq: int) -> list[int]:
         """Insert everything queued, numbering events from `first_seq`; their seqs in order."""
-        if self.parts:
-            conn.execute(_INSERT_PARTS, self.parts)
-        if not self.events:
-            return []
         seqs = list(range(first_seq, first_seq + len(self.events)))
-        for seq, row in zip(seqs, self.events, strict=True):
-            row["seq"] = seq
-        conn.execute(_INSERT_EVENTS, self.events)
+        now = utcnow()
+        if conn.dialect.name == "sqlite":
+            self._flush_sqlite(conn, seqs, now)
+            return seqs
+        if self.parts:
+            conn.execute(
+                _INSERT_PARTS,
+                [
+                    {"session_id": sid, "seq": seq, "role": role, "part_json": part}
+                    for sid, seq, role, part in self.parts
+                ],
+            )
+        if self.events:
+            conn.execute(
+                _INSERT_EVENTS,
+                [
+                    {"seq": seq, "session_id": sid, "payload": payload, "created_at": now}
+                    for seq, (sid, payload) in zip(seqs, self.events, strict=True)
+                ],
+            )
         return seqs
+
+    def _flush_sqlite(self, conn: Connection, seqs: list[int], now: datetime) -> None:
+        # At one transcript row and one event per agent chunk, SQLAlchemy's per-row parameter
+        # processing costs more than SQLite's insert itself (25 vs 9 µs a pair, measured), and
+        # it runs holding the GIL the event loop needs. Bind positionally on the driver cursor
+        # of this same transaction instead.
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if self.parts:
+                cursor.executemany(_SQLITE_PARTS, self.parts)
+            if self.events:
+                stamp = now.strftime(_SQLITE_DATETIME)
+                cursor.executemany(
+                    _SQLITE_EVENTS,
+                    [
+                        (seq, sid, payload, stamp)
+                        for seq, (sid, payload) in zip(seqs, self.events, strict=True)
+                    ],
+                )
+        finally:
+            cursor.close()

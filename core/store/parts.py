@@ -49,16 +49,14 @@ class PartRepository:
         seq = self.next_seq(session_id)
         if self._next_seqs is not None:
             self._next_seqs[session_id] = seq + 1
-        row = {
-            "session_id": session_id,
-            "seq": seq,
-            "role": role,
-            "part_json": part.model_dump_json(exclude_none=True),
-        }
+        part_json = part.model_dump_json(exclude_none=True)
         if self._buffer is not None:
-            self._buffer.add_part(row)
+            self._buffer.add_part((session_id, seq, role, part_json))
         else:
-            self._conn.execute(_INSERT, row)
+            self._conn.execute(
+                _INSERT,
+                {"session_id": session_id, "seq": seq, "role": role, "part_json": part_json},
+            )
         return seq
 
     def max_seq(self, session_id: str) -> int | None:
