@@ -7,6 +7,7 @@ schema of its own, dropped afterwards).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +20,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 from core.auth import create_device, digest
-from core.protocol import ErrorEvent, RunningState, SessionActivity, TurnStarted
+from core.protocol import (
+    AgentText,
+    ErrorEvent,
+    RunningState,
+    SessionActivity,
+    TextPart,
+    TurnStarted,
+)
 from core.session import SessionRecord, utcnow
 from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
 from core.store.devices import Device, DeviceRepository
@@ -270,3 +278,40 @@ def test_store_migrations_are_idempotent(database_url: str):
     finally:
         engine.dispose()
     assert version == ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+async def test_store_transcript_rows_and_events_batch_consistently(store):
+    """Streamed rows keep contiguous per-session seqs matching their events, across a
+    failed job in the same group commit."""
+    db, published = store
+
+    def chunk(session: str, text: str):
+        def write(uow: UnitOfWork) -> None:
+            seq = uow.parts.append(session, "agent", TextPart(text=text))
+            uow.emit(AgentText(session=session, message_id="m", text=text, transcript_seq=seq))
+
+        return write
+
+    def boom(uow: UnitOfWork) -> None:
+        uow.parts.append("a", "agent", TextPart(text="doomed"))
+        raise RuntimeError("boom")
+
+    futures = [db.submit(chunk(s, f"{s}{i}")) for i in range(300) for s in ("a", "b")]
+    futures.insert(101, db.submit(boom))
+    futures += [db.submit(chunk("a", "tail"))]
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert sum(isinstance(r, RuntimeError) for r in results) == 1
+    for session, count in (("a", 301), ("b", 300)):
+        rows = await db.read(lambda r, s=session, n=count: r.parts.range(s, 0, n + 5))
+        assert [row.seq for row in rows] == list(range(count))
+        assert all("doomed" not in row.part.text for row in rows)  # type: ignore[union-attr]
+    events = [json.loads(ev.payload) for ev in published]
+    by_session = {
+        s: [(e["transcript_seq"], e["text"]) for e in events if e["session"] == s]
+        for s in ("a", "b")
+    }
+    assert [seq for seq, _ in by_session["a"]] == list(range(301))
+    assert by_session["a"][-1] == (300, "tail")
+    stored = await db.read(lambda r: r.events.after(0, limit=1000))
+    assert [ev.seq for ev in stored] == [ev.seq for ev in published]
+    assert [ev.seq for ev in published] == sorted(ev.seq for ev in published)
