@@ -46,8 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"home: {settings.home}", flush=True)
         print(
             f"pair a device (one use, {minutes} min): "
-            f"http://{url_host(host if host not in ('0.0.0.0', '::') else '')}:{port}"
-            f"/pair#token={token}",
+            f"http://{url_host(host)}:{port}/pair#token={token}",
             flush=True,
         )
 
