@@ -1,0 +1,1 @@
+"""HTTP only: app factory, routes, SSE, auth routes, problem+json mapping, CLI."""

@@ -1,0 +1,1 @@
+"""The ACP client side over subprocess stdio, and the bundled demo agent."""

@@ -1,0 +1,1 @@
+"""Persistence: SQLModel tables, repositories, the event log, Alembic migrations."""
