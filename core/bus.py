@@ -29,17 +29,20 @@ class Subscription:
     _pending: deque[CommittedEvent] = field(default_factory=deque)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def push(self, ev: CommittedEvent) -> None:
+    def push(self, events: list[CommittedEvent]) -> None:
+        """Queue `events` (already in sequence order) that this stream should see."""
         if self.closed or self.lagged:
             return
-        if self.session is not None and ev.session != self.session:
-            return
-        if len(self._pending) >= self.backlog:
+        if self.session is not None:
+            events = [ev for ev in events if ev.session == self.session]
+            if not events:
+                return
+        if len(self._pending) + len(events) > self.backlog:
             # Drop the backlog rather than grow it: the stream re-reads from the log.
             self._pending.clear()
             self.lagged = True
         else:
-            self._pending.append(ev)
+            self._pending.extend(events)
         self._wake.set()
 
     def close(self, reason: str) -> None:
@@ -89,9 +92,9 @@ class EventBus:
         self._subs.discard(sub)
 
     def publish(self, events: list[CommittedEvent]) -> None:
+        """Fan `events` (one commit batch, in sequence order) out to every live stream."""
         for sub in tuple(self._subs):
-            for ev in events:
-                sub.push(ev)
+            sub.push(events)
 
     def close_device(self, device_id: str, reason: str = "device revoked") -> int:
         """End every stream opened by `device_id`; returns how many were closed."""

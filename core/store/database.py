@@ -250,11 +250,13 @@ class Store:
         return conn
 
     def _settle(self, jobs: list[_Job[Any]]) -> None:
-        # Runs on the event loop, in commit order: publish first so a caller that awaits the
-        # write observes its own events already delivered to the bus.
+        # Runs on the event loop, in commit order: publish the whole batch first (one fan-out
+        # per batch, not per job) so a caller that awaits its write observes its own events
+        # already delivered to the bus.
+        committed = [ev for job in jobs for ev in job.committed]
+        if committed and self._publish is not None:
+            self._publish(committed)
         for job in jobs:
-            if job.committed and self._publish is not None:
-                self._publish(job.committed)
             if job.future.done():
                 continue
             if job.error is not None:
