@@ -3,18 +3,14 @@ parked permission and survives a restart (skipped without C2_TEST_DATABASE_URL).
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from sqlalchemy import create_engine, text
 
+from tests.contract.pg import PG_URL, pg_schema_url
 from tests.e2e.harness import C2Server, Client, EventStream
 
-PG_URL = os.environ.get("C2_TEST_DATABASE_URL")
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
@@ -24,18 +20,8 @@ pytestmark = [
 @pytest.fixture
 def pg_database_url() -> Iterator[str]:
     """A URL whose search_path is a schema of this test's own."""
-    assert PG_URL is not None
-    schema = f"c2_srv_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{separator}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with pg_schema_url("c2_srv") as url:
+        yield url
 
 
 async def test_server_on_postgres_runs_turns_and_recovers(

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from alembic.script import ScriptDirectory
@@ -33,8 +30,7 @@ from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
 from core.store.devices import Device, DeviceRepository
 from core.store.events import CommittedEvent
 from core.store.sessions import ActivityConflictError
-
-PG_URL = os.environ.get("C2_TEST_DATABASE_URL")
+from tests.contract.pg import PG_URL, pg_schema_url
 
 
 @pytest.fixture(
@@ -53,18 +49,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield sqlite_url(tmp_path)
         return
-    assert PG_URL is not None
-    schema = f"c2_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{separator}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with pg_schema_url("c2_test") as url:
+        yield url
 
 
 @pytest.fixture
