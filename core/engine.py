@@ -250,9 +250,11 @@ class Engine:
         """The welcome snapshot and the log position it reflects, from one read transaction."""
 
         def read(r: Any) -> tuple[list[SessionRecord], int]:
-            records = r.sessions.list_active()
-            if session is not None:
-                records = [rec for rec in records if rec.id == session]
+            if session is None:
+                records = r.sessions.list_active()
+            else:  # one row by key, not the whole list filtered
+                record = r.sessions.get(session)
+                records = [record] if record is not None and not record.archived else []
             return records, r.events.last_seq()
 
         records, through = await self._read(read)
