@@ -1,13 +1,16 @@
 """uvicorn, run our way: one worker, c2's shutdown order, and a start-up announcement.
 
 On shutdown the app drains first (ops refused, turns ended, agents closed, streams ended)
-so uvicorn's wait for open connections never hangs on an endless SSE stream.
+so uvicorn's wait for open connections never hangs on an endless SSE stream. A SIGTERM that
+led to a clean drain is a clean exit (status 0), not a death by the re-raised signal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 import uvicorn
 from fastapi import FastAPI
@@ -25,6 +28,7 @@ class C2Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self.app, self.on_started = app, on_started
+        self.drained_cleanly = False
 
     @property
     def services(self) -> Services | None:
@@ -46,7 +50,19 @@ class C2Server(uvicorn.Server):
         services = self.services
         if services is not None:
             await services.drain()
+            self.drained_cleanly = True
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn re-raises the captured signals once served, so SIGTERM would end the process
+        # with status -15 even after a clean drain. SIGTERM is how c2 is asked to stop: once
+        # the drain completed it is not re-raised. SIGINT keeps uvicorn's behaviour.
+        with super().capture_signals():
+            yield
+            if self.drained_cleanly:
+                captured: list[int] = self._captured_signals
+                captured[:] = [sig for sig in captured if sig != signal.SIGTERM]
 
 
 def build_server(
