@@ -8,6 +8,7 @@ led to a clean drain is a clean exit (status 0), not a death by the re-raised si
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Generator
@@ -16,6 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
 
+from api.routes.events import UnfinishedStreamFilter
 from api.services import Services
 from api.settings import Settings
 
@@ -88,6 +90,10 @@ def build_server(
         server_header=False,
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_seconds)),
     )
+    # After uvicorn.Config, which (re)configures uvicorn's loggers.
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
+        error_log.addFilter(UnfinishedStreamFilter())
     return C2Server(config, app, on_started)
 
 

@@ -8,8 +8,10 @@ ignore EOF, SIGTERM. Pids are checked through /proc, with bounded waits.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
+from core.protocol import ErrorEvent
 from tests.conftest import make_settings, start_server
 from tests.e2e.harness import REPO, C2Server, Client, EventStream, poll_until
 from tests.e2e.test_turns import alive, wait_gone
@@ -280,3 +283,49 @@ async def test_turn_ends_failed_on_an_unexpected_exception(tmp_path: Path, workd
     finally:
         await client.aclose()
         await asyncio.to_thread(live.stop)
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+async def test_stream_send_timeout_is_one_log_line(tmp_path: Path) -> None:
+    """A stream client that stops reading is dropped after the send timeout with one log
+    line and no traceback."""
+    home = tmp_path / "home"
+    home.mkdir()
+    live = await asyncio.to_thread(
+        start_server, make_settings(home, send_timeout_seconds=1.0, ping_seconds=0.5)
+    )
+    seen = Records()
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "api", "sse_starlette")]
+    for logger in loggers:
+        logger.addHandler(seen)
+    host, port = live.base_url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        head = f"GET /v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {live.bearer}"
+        sock.sendall(f"{head}\r\n\r\n".encode())
+        big = "x" * 20_000
+        with anyio.fail_after(60):
+            while not any(r.name == "api.routes.events" for r in seen.records):
+                events = [ErrorEvent(session=None, message=big, terminal=False)] * 20
+                await asyncio.to_thread(live.emit, *events)
+            # Once the client goes too, the connection ends: nothing more can be logged for it.
+            sock.close()
+            while live.server.server_state.connections:  # noqa: ASYNC110 - server thread state
+                await anyio.sleep(0.05)
+    finally:
+        sock.close()
+        for logger in loggers:
+            logger.removeHandler(seen)
+        await asyncio.to_thread(live.stop)
+    (line,) = [r for r in seen.records if r.levelno >= logging.WARNING]
+    assert line.name == "api.routes.events" and "read nothing" in line.getMessage()
+    assert line.exc_info is None
