@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.activity import INTERRUPTED, LiveTurn, is_busy
 from core.agents.client import AgentProcess
@@ -73,6 +73,7 @@ class TurnFlow:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._escalations: set[str] = set()  # turn ids with a cancel deadline running
+        self._tasks: dict[str, asyncio.Task[Any]] = {}  # turn id -> its running task
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
         rid = op.request_id
@@ -105,7 +106,11 @@ class TurnFlow:
                 raise await self.engine.reject(error, terminal=True) from exc
             turn.accepted = True
         live.touch()
-        self.engine.turn_tasks.spawn(self._run_turn(live, turn, op.doc), name=f"turn-{live.id}")
+        task = self.engine.turn_tasks.spawn(
+            self._run_turn(live, turn, op.doc), name=f"turn-{live.id}"
+        )
+        self._tasks[turn.turn_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
         return PromptAccepted(
             session=live.id, request_id=rid, turn_id=turn.turn_id, transcript_seq=seq
         )
@@ -366,6 +371,11 @@ class TurnFlow:
                 self.engine.retire(agent, acp_session, CANCEL_CLOSE_GRACE)
             ended = TurnEnded(session=live.id, stop_reason=StopReason.CANCELLED)
             await self._end_turn(live, turn, IdleState(), ended)
+            # The task may not even have reached the agent (a slow start): it must not go on
+            # to prompt after its turn ended. Cancelled now, it finds its turn ended already.
+            task = self._tasks.get(turn.turn_id)
+            if task is not None:
+                task.cancel()
         finally:
             self._escalations.discard(turn.turn_id)
 
