@@ -16,7 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from api.authn import single_valued_query
 from api.errors import install_error_handlers
 from api.hosts import HostAllowlist
-from api.openapi import API_VERSION, TITLE, install_openapi
+from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
 from api.routes import auth, catalog, events, health, ops, sessions
 from api.services import EngineFactory, Services, default_engine
 from api.settings import Settings
@@ -52,6 +52,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         dependencies=[Depends(single_valued_query)],
         docs_url=None,
         redoc_url=None,
+        generate_unique_id_function=operation_id,
     )
     for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
         app.include_router(router)

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 
 import core.auth
 import core.engine
@@ -36,6 +37,37 @@ _DESCRIPTIONS = {
     501: "Not implemented (problem)",
     503: "Unavailable (problem, Retry-After when known)",
 }
+
+
+# operationIds are the route function's name in camelCase, except where that name does not
+# read as a verb phrase in a generated client. Published ids are part of the contract.
+_OPERATION_IDS = {
+    "new_session": "createSession",
+    "transcript": "getTranscript",
+    "events": "streamEvents",
+    "worktree_baselines": "getWorktreeBaselines",
+    "providers": "listProviders",
+    "skills": "listSkills",
+    "prompt_preview": "previewPrompt",
+    "stream_ticket": "createStreamTicket",
+}
+# One tag per resource: the first path segment after /v1, except the probes and pairing.
+_TAGS = {"healthz": "health", "readyz": "health", "pair": "devices"}
+
+
+def operation_id(route: APIRoute) -> str:
+    """FastAPI's `generate_unique_id_function`: a short stable id from the route's name."""
+    if route.name in _OPERATION_IDS:
+        return _OPERATION_IDS[route.name]
+    head, *rest = route.name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def resource_tag(path: str) -> str:
+    """The tag of an operation on `path`: its resource (`/v1/sessions/{id}/prompt` → sessions)."""
+    segments = [s for s in path.split("/") if s and s != "v1"]
+    head = segments[0] if segments else "root"
+    return _TAGS.get(head, head)
 
 
 def problems(*statuses: int, schema: str = "Problem") -> Responses:
@@ -67,47 +99,68 @@ def error_codes() -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda c: str(c["code"]))
 
 
-def _problem_schemas() -> dict[str, Any]:
-    codes = error_codes()
+def _problem_properties(codes: list[dict[str, Any]]) -> dict[str, Any]:
     table = "\n".join(f"- `{c['code']}` ({c['status']}): {c['title']}" for c in codes)
+    return {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string", "description": f"Stable error code:\n{table}"},
+        "request_id": {"type": "string"},
+        "session": {"type": "string"},
+        "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}},
+    }
+
+
+def _problem_schemas() -> dict[str, Any]:
+    # Each problem schema is self-contained (no allOf, no inline objects): generators name
+    # inline objects after their parent, and an allOf child re-creates its parent's inline
+    # models under the same names (the ProblemErrorsItem collision).
+    codes = error_codes()
+    required = ["type", "title", "status", "detail", "code"]
     problem = {
         "type": "object",
         "title": "Problem",
         "description": "RFC 9457 problem details. `code` is stable; see x-codes.",
-        "required": ["type", "title", "status", "detail", "code"],
-        "properties": {
-            "type": {"type": "string"},
-            "title": {"type": "string"},
-            "status": {"type": "integer"},
-            "detail": {"type": "string"},
-            "code": {"type": "string", "description": f"Stable error code:\n{table}"},
-            "request_id": {"type": ["string", "null"]},
-            "session": {"type": ["string", "null"]},
-            "errors": {"type": "array", "items": {"type": "object"}},
-        },
+        "required": required,
+        "properties": _problem_properties(codes),
         "x-codes": codes,
     }
+    field_error = {
+        "type": "object",
+        "title": "FieldError",
+        "description": "One validation failure: where (`loc`), what (`msg`), its `type`.",
+        "required": ["loc", "msg", "type"],
+        "properties": {
+            "loc": {"type": "array", "items": {"type": "string"}},
+            "msg": {"type": "string"},
+            "type": {"type": "string"},
+        },
+    }
     sessions_error = {
-        "allOf": [_PROBLEM_REF],
         "type": "object",
         "title": "SessionsError",
-        "required": ["kind", "message"],
-        "properties": {"kind": {"const": "sessions_error"}, "message": {"type": "string"}},
+        "description": "A problem that is also the protocol's `sessions_error` frame.",
+        "required": [*required, "kind", "message"],
+        "properties": _problem_properties(codes)
+        | {"kind": {"type": "string", "enum": ["sessions_error"]}, "message": {"type": "string"}},
     }
     transcript_error = {
-        "allOf": [_PROBLEM_REF],
         "type": "object",
         "title": "TranscriptError",
-        "required": ["kind", "session", "request_id", "message"],
-        "properties": {
-            "kind": {"const": "transcript_error"},
-            "session": {"type": "string"},
+        "description": "A problem that is also the protocol's `transcript_error` frame.",
+        "required": [*required, "kind", "session", "message"],
+        "properties": _problem_properties(codes)
+        | {
+            "kind": {"type": "string", "enum": ["transcript_error"]},
             "request_id": {"type": ["string", "null"]},
             "message": {"type": "string"},
         },
     }
     return {
         "Problem": problem,
+        "FieldError": field_error,
         "SessionsError": sessions_error,
         "TranscriptError": transcript_error,
     }
@@ -130,6 +183,9 @@ def document(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     doc.setdefault("components", {}).setdefault("schemas", {}).update(_problem_schemas())
+    for path, item in doc["paths"].items():
+        for operation in item.values():
+            operation["tags"] = [resource_tag(path)]
     schemas = doc["components"]["schemas"]
     # FastAPI's default 422 body is replaced by Problem everywhere; drop its orphans.
     for unused in ("HTTPValidationError", "ValidationError"):
