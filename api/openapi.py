@@ -166,6 +166,21 @@ def _problem_schemas() -> dict[str, Any]:
     }
 
 
+def _require_discriminators(schemas: dict[str, Any]) -> None:
+    """A union's tag is always on the wire: make it required in every member it maps to
+    (pydantic leaves a defaulted `Literal` tag optional), so generators narrow on it."""
+    for schema in list(schemas.values()):
+        discriminator = schema.get("discriminator")
+        if not isinstance(discriminator, dict):
+            continue
+        tag = discriminator["propertyName"]
+        for ref in discriminator.get("mapping", {}).values():
+            member = schemas[ref.rsplit("/", 1)[-1]]
+            member["properties"][tag].pop("default", None)
+            if tag not in member.setdefault("required", []):
+                member["required"].insert(0, tag)
+
+
 def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
@@ -183,6 +198,7 @@ def document(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     doc.setdefault("components", {}).setdefault("schemas", {}).update(_problem_schemas())
+    _require_discriminators(doc["components"]["schemas"])
     for path, item in doc["paths"].items():
         for operation in item.values():
             operation["tags"] = [resource_tag(path)]

@@ -18,6 +18,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from api.authn import Credentials, ServicesDep
+from api.frames import StreamFrame
 from api.openapi import Responses, problems
 from api.stream import EventStream
 from core.auth import UnauthorizedError
@@ -34,6 +35,8 @@ UNFINISHED = "ASGI callable returned without completing response."
 
 class EventStreamResponse(EventSourceResponse):
     """sse-starlette's response, dropping a client that stops reading quietly."""
+
+    media_type = "text/event-stream"  # read by the OpenAPI generator from the class
 
     def __init__(self, *args: object, device_id: str, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -60,15 +63,19 @@ class UnfinishedStreamFilter(logging.Filter):
 
 _STREAM: Responses = {
     200: {
-        "description": "Server-Sent Events; each `data` is one JSON frame tagged by `kind`"
-        " (`sessions`, `event` with `id: SEQ`, `resync`, `sessions_error`).",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "model": StreamFrame,
+        "description": "Server-Sent Events; each `data` is one JSON StreamFrame tagged by `kind`"
+        " (`sessions`, `event` with `id: SEQ`, `resync`, `sessions_error`); `: ping` comments"
+        " keep the connection alive.",
     }
 }
 
 
 @router.get(
-    "/events", response_class=EventSourceResponse, responses=_STREAM | problems(401, 404, 422)
+    "/events",
+    status_code=200,
+    response_class=EventStreamResponse,
+    responses=_STREAM | problems(401, 404, 422),
 )
 async def events(
     services: ServicesDep,

@@ -1,0 +1,85 @@
+"""Frames a real server sends on `GET /v1/events` validate against the published schemas.
+
+Every frame kind and every protocol event kind is produced by driving the scripted agent
+through a real `c2 serve`, then checked against `StreamFrame` of the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import typing
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+
+from api.app import create_app
+from api.frames import StreamFrame
+from api.openapi import document
+from core.protocol import Event
+from tests.conftest import make_settings
+from tests.e2e.harness import C2Server, Client, EventStream
+
+
+def _frame_validator(tmp_path: Path) -> Any:
+    doc = document(create_app(make_settings(tmp_path / "doc")))
+    stream = doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+    ref = stream["text/event-stream"]["schema"]["$ref"]
+    return jsonschema_rs.Draft202012Validator({"$ref": ref, "components": doc["components"]})
+
+
+def _members(union: Any) -> tuple[Any, ...]:
+    if typing.get_origin(union) is typing.Annotated:
+        union = typing.get_args(union)[0]
+    return typing.get_args(union)
+
+
+def _event_kinds() -> set[str]:
+    return {m.model_fields["event"].default for m in _members(Event)}
+
+
+def _frame_kinds() -> set[str]:
+    members = _members(StreamFrame.model_fields["root"].annotation)
+    return {typing.get_args(m.model_fields["kind"].annotation)[0] for m in members}
+
+
+async def test_stream_frames_match_the_published_schemas(fresh_c2: C2Server, tmp_path: Path):
+    """Every frame and event kind a real server sends validates against StreamFrame."""
+    validator = _frame_validator(tmp_path)
+    work = tmp_path / "project"
+    work.mkdir()
+    client = Client(fresh_c2)
+    frames: list[dict[str, Any]] = []
+    try:
+        async with EventStream(client) as stream:
+            await stream.frame()
+            sid = (await client.new_session(work))["id"]
+            await client.prompt(
+                sid,
+                "/think hmm\n/plan a|b\n/tool t1 read completed Read it\n/usage 10 100\n"
+                "/config-update\n/text hello\n/permission execute Run it",
+            )
+            request = await stream.until_event("permission_request")
+            await client.answer(sid, request["request_id"], "allow")
+            await stream.until_event("turn_ended")
+            policy = {"mode": "yolo", "sandbox": "workspace_write"}
+            resp = await client.http.put(f"/v1/sessions/{sid}/execution-policy", json=policy)
+            assert resp.status_code == 200, resp.text
+            await client.prompt(sid, "/fail kaboom")
+            await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
+            frames += stream.frames
+            last = stream.ids[-1]
+        async with EventStream(client, after=last + 1000) as ahead:
+            frames.append(await ahead.frame())
+            frames.append(await ahead.frame())
+        with sqlite3.connect(fresh_c2.home / "c2.db") as db:
+            db.execute("DROP TABLE sessions")
+        async with EventStream(client) as broken:
+            frames.append(await broken.frame())
+    finally:
+        await client.aclose()
+    for frame in frames:
+        errors = [e.message for e in validator.iter_errors(frame)]
+        assert errors == [], (frame, errors)
+    assert {f["kind"] for f in frames} == _frame_kinds()
+    assert {f["event"]["event"] for f in frames if f["kind"] == "event"} == _event_kinds()
