@@ -32,6 +32,17 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/pytest -q
 
+# The generated-client tests need the TypeScript generator and compiler of clients/typescript,
+# installed exactly as locked; re-installed only when the lock changes.
+TS_CLIENT := clients/typescript
+TS_STAMP := $(TS_CLIENT)/node_modules/.deps-stamp
+
+$(TS_STAMP): $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_STAMP)
+
+test: $(TS_STAMP)
+
 # Regenerate the committed OpenAPI document after changing routes or schemas.
 openapi: $(STAMP)
 	$(BIN)/c2 openapi > openapi/openapi.json

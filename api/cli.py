@@ -70,6 +70,26 @@ def _pair(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pair_url(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from api.server import url_host
+    from core.auth import add_pairing_token
+    from core.store.database import Store
+
+    settings = Settings.build(home=args.home, host=args.host, port=args.port)
+    prepare_home(settings.home)
+    ttl = timedelta(seconds=settings.pairing_ttl_seconds)
+    store = Store(settings.database_url)
+    try:
+        store.migrate()
+        token = store.write_sync(lambda uow: add_pairing_token(uow, ttl))
+    finally:
+        store.close()
+    print(f"http://{url_host(settings.host)}:{settings.port}/pair#token={token}", flush=True)
+    return 0
+
+
 def _openapi(_args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.openapi import document, dumps
@@ -108,6 +128,17 @@ def parser() -> argparse.ArgumentParser:
     pair.add_argument("--name", required=True)
     pair.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
     pair.set_defaults(run=_pair)
+
+    pair_url = commands.add_parser(
+        "pair-url",
+        help="mint a fresh one-time pairing URL for the server of this home",
+        description="Mint a one-time pairing URL (valid 15 min) in the home's store; the"
+        " server running on that home redeems it. --host/--port only shape the printed URL.",
+    )
+    pair_url.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
+    pair_url.add_argument("--host", default=DEFAULT_HOST)
+    pair_url.add_argument("--port", type=int, default=DEFAULT_PORT)
+    pair_url.set_defaults(run=_pair_url)
 
     openapi = commands.add_parser("openapi", help="print the OpenAPI document")
     openapi.set_defaults(run=_openapi)

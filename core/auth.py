@@ -90,6 +90,14 @@ def create_device(uow: UnitOfWork, name: str | None) -> PairedDevice:
     return PairedDevice(device_id=device_id, bearer=bearer)
 
 
+def add_pairing_token(uow: UnitOfWork, ttl: timedelta) -> str:
+    """Mint a one-time pairing token inside `uow` (server start-up and `c2 pair-url`)."""
+    token = new_secret()
+    now = utcnow()
+    DeviceRepository(uow.conn).add_pairing_token(digest(token), now, now + ttl)
+    return token
+
+
 class AttemptLimiter:
     """Sliding-window attempt counter per client key; memory bounded by `max_keys`."""
 
@@ -155,14 +163,7 @@ class DeviceAuth:
 
     async def mint_pairing_token(self) -> str:
         """A one-time pairing token, valid for the pairing TTL."""
-        token = new_secret()
-        now = utcnow()
-        await self._store.write(
-            lambda uow: DeviceRepository(uow.conn).add_pairing_token(
-                digest(token), now, now + self._pairing_ttl
-            )
-        )
-        return token
+        return await self._store.write(lambda uow: add_pairing_token(uow, self._pairing_ttl))
 
     async def pair(self, token: str, device_name: str | None, client: str) -> PairedDevice:
         """Redeem a pairing token for a new device bearer; attempts are rate limited."""
