@@ -16,6 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from api.authn import single_valued_query
 from api.errors import install_error_handlers
 from api.hosts import HostAllowlist
+from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
 from api.routes import auth, catalog, events, health, ops, sessions
 from api.services import EngineFactory, Services, default_engine
@@ -49,7 +50,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         title=TITLE,
         version=API_VERSION,
         lifespan=lifespan,
-        dependencies=[Depends(single_valued_query)],
+        dependencies=[Depends(single_valued_query), Depends(json_body)],
         docs_url=None,
         redoc_url=None,
         generate_unique_id_function=operation_id,

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel
 from starlette.responses import Response
@@ -114,11 +115,15 @@ class OpDispatcher:
         task.add_done_callback(self._inflight.discard)
         # Shielded: a client that disconnects does not cancel an op already handed over.
         reply = await asyncio.shield(task)
+        headers = dict(reply.headers)
+        if reply.status == 201 and isinstance(op, NewSessionOp):
+            session_id = json.loads(reply.body)["id"]
+            headers["Location"] = f"/v1/sessions/{quote(session_id, safe='')}"
         return Response(
             reply.body,
             status_code=reply.status,
             media_type=PROBLEM_MEDIA_TYPE if reply.status >= 400 else "application/json",
-            headers=reply.headers,
+            headers=headers,
         )
 
     async def drain(self, timeout: float) -> None:

@@ -17,6 +17,8 @@ import core.auth
 import core.engine
 import core.errors
 from api import errors as api_errors
+from api import media as api_media
+from api import openapi_responses
 from api.errors import PROBLEM_MEDIA_TYPE
 
 Responses = dict[int | str, dict[str, Any]]
@@ -25,7 +27,7 @@ API_VERSION = "1.0.0"
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 # Every module the app raises DomainErrors from, so the code table does not depend on what
 # else happens to be imported.
-_ERROR_MODULES = (core.auth, core.engine, core.errors, api_errors)
+_ERROR_MODULES = (core.auth, core.engine, core.errors, api_errors, api_media)
 _DESCRIPTIONS = {
     400: "Bad request (problem)",
     401: "Missing, invalid or revoked credentials (problem)",
@@ -199,6 +201,7 @@ def document(app: FastAPI) -> dict[str, Any]:
     )
     doc.setdefault("components", {}).setdefault("schemas", {}).update(_problem_schemas())
     _require_discriminators(doc["components"]["schemas"])
+    openapi_responses.apply(doc, error_codes(), op_tag="ops")
     for path, item in doc["paths"].items():
         for operation in item.values():
             operation["tags"] = [resource_tag(path)]

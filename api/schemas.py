@@ -25,6 +25,7 @@ from core.protocol import (
     SetModelOp,
     SetPermissionModeOp,
     SetSandboxOp,
+    Timestamp,
 )
 
 
@@ -53,8 +54,8 @@ class TicketResponse(BaseModel):
 class DeviceOut(BaseModel):
     id: str
     name: str
-    created_at: str
-    last_seen: str | None
+    created_at: Timestamp
+    last_seen: Timestamp | None
 
 
 # -- bare ops (POST /v1/ops) -----------------------------------------------------------------

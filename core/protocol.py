@@ -95,6 +95,8 @@ def provider_wire(key: str) -> str | dict[str, str]:
 
 RequestId = Annotated[str, Field(min_length=1, max_length=128)]
 SessionId = Annotated[str, Field(min_length=1, max_length=128)]
+# RFC 3339 UTC timestamps (core.session.rfc3339), typed as such for API clients.
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 
 
 class ExecutionPolicy(BaseModel):
@@ -402,8 +404,8 @@ class SessionSnapshot(BaseModel):
     models: ModelsState | None
     config_options: list[ConfigOption]
     context_window: ContextWindow | None
-    created_at: str
-    updated_at: str
+    created_at: Timestamp
+    updated_at: Timestamp
 
     def wire(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")

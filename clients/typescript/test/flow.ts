@@ -14,7 +14,7 @@ import {
   pair,
   prompt,
 } from "../src/generated/sdk.gen.js";
-import type { Problem, StreamFrame } from "../src/generated/types.gen.js";
+import type { GetSessionErrors, StreamFrame } from "../src/generated/types.gen.js";
 
 declare const process: { argv: string[] };
 
@@ -74,12 +74,12 @@ async function main(baseUrl: string, pairUrl: string): Promise<unknown> {
   const page = await getTranscript({ path: { session_id: session.id }, query: { limit: 10 } });
   const entries = page.data?.entries ?? fail("no transcript page");
   const missing = await getSession({ path: { session_id: "no-such-session" } });
-  const notFound: Problem = missing.error ?? fail("a missing session was found");
+  const notFound: GetSessionErrors[keyof GetSessionErrors] = missing.error ?? fail("a missing session was found");
   const answered = await answerPermission({
     path: { session_id: session.id, input_id: "not-pending" },
     body: { option_id: null },
   });
-  const conflict: Problem = answered.error ?? fail("answering nothing succeeded");
+  const conflict = answered.error ?? fail("answering nothing succeeded");
   return {
     events,
     stop_reasons: [stopReason, secondStop],

@@ -1,0 +1,76 @@
+"""Responses are what the OpenAPI document says: media types, headers, per-status codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from api.app import create_app
+from api.openapi import document, error_codes
+from tests.api.conftest import AppClient
+from tests.conftest import make_settings
+
+ECHO = {"custom": "echo"}
+
+
+def _doc(tmp_path: Path) -> dict[str, Any]:
+    return document(create_app(make_settings(tmp_path / "doc")))
+
+
+async def test_media_type_non_json_body_is_415(app_client: AppClient, tmp_path: Path):
+    """A body sent as text/plain or without Content-Type is 415, not 422; JSON passes."""
+    body = json.dumps({"provider": ECHO, "cwd": str(tmp_path), "use_worktree": False})
+    for headers in ({"Content-Type": "text/plain"}, {}):
+        resp = await app_client.http.post("/v1/sessions", content=body, headers=headers)
+        assert resp.status_code == 415, resp.text
+        assert resp.headers["content-type"] == "application/problem+json"
+        assert resp.json()["code"] == "unsupported_media_type"
+    created = await app_client.http.post(
+        "/v1/sessions", content=body, headers={"Content-Type": "application/json; charset=utf-8"}
+    )
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    assert created.headers["location"] == f"/v1/sessions/{sid}"
+    bare = await app_client.http.post(f"/v1/sessions/{sid}/cancel")  # no body: no media type
+    assert bare.status_code == 202, bare.text
+
+
+def test_openapi_problem_codes_are_enumerated_per_status(tmp_path: Path):
+    """Each problem response names the stable codes of its status (plus `http_error`)."""
+    doc = _doc(tmp_path)
+    schemas = doc["components"]["schemas"]
+    seen = 0
+    for item in doc["paths"].values():
+        for operation in item.values():
+            for status, response in operation["responses"].items():
+                media = response.get("content", {}).get("application/problem+json")
+                ref = media["schema"]["$ref"].rsplit("/", 1)[-1] if media else ""
+                if status == "default" or not ref.startswith("Problem"):
+                    continue
+                expected = {c["code"] for c in error_codes() if str(c["status"]) == status}
+                enum = set(schemas[ref]["properties"]["code"]["enum"])
+                assert enum == expected | {"http_error"}, (status, ref)
+                seen += 1
+    assert seen > 20
+
+
+def test_openapi_declares_headers_outcomes_and_timestamps(tmp_path: Path):
+    """Retry-After, Request-Id, Idempotent-Replayed, Location; /v1/ops outcomes; date-time."""
+    doc = _doc(tmp_path)
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    create = paths["/v1/sessions"]["post"]["responses"]
+    assert {"Location", "Request-Id", "Idempotent-Replayed"} <= set(create["201"]["headers"])
+    assert "Retry-After" in create["503"]["headers"]
+    assert "Retry-After" in paths["/v1/pair"]["post"]["responses"]["429"]["headers"]
+    ops = paths["/v1/ops"]["post"]["responses"]
+    accepted = {
+        m["$ref"].rsplit("/", 1)[-1]
+        for m in ops["202"]["content"]["application/json"]["schema"]["anyOf"]
+    }
+    assert accepted == {"PromptAccepted", "CancelResult"}
+    assert ops["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/SessionSnapshot")
+    assert "AnswerResult" in json.dumps(ops["200"])
+    assert "415" in paths["/v1/sessions/{session_id}/prompt"]["post"]["responses"]
+    snapshot = schemas["SessionSnapshot"]["properties"]
+    assert snapshot["created_at"]["format"] == snapshot["updated_at"]["format"] == "date-time"
