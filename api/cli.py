@@ -34,7 +34,11 @@ def _serve(args: argparse.Namespace) -> int:
         allow_origins=args.allow_origin,
     )
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ValueError as exc:  # a refused --allow-host / --allow-origin: one clear line
+        print(f"c2: {exc}", file=sys.stderr, flush=True)
+        return 2
 
     async def announce(server: C2Server) -> None:
         services = server.services

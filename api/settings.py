@@ -37,6 +37,14 @@ class Settings:
     last_seen_interval_seconds: float = 60.0
     shutdown_grace_seconds: float = 5.0
     max_live_agents: int = 32  # agent processes at once; LRU idle agents are closed past it
+    # -- limits (docs/security.md) --
+    max_body_bytes: int = 1024 * 1024  # request bodies above it are a 413, counted as they arrive
+    max_connections: int = 1000  # uvicorn limit_concurrency (also capped by the fd limit)
+    header_timeout_seconds: float = 10.0  # a connection must send a request head this fast
+    keep_alive_seconds: int = 5  # an idle keep-alive connection is closed after it
+    max_streams_per_device: int = 32  # open `GET /v1/events` streams per device
+    auth_failures_per_minute: int = 30  # failed bearer/ticket checks per client address
+    auth_failures_per_minute_total: int = 300  # the same, all addresses together
 
     @classmethod
     def build(
@@ -54,6 +62,8 @@ class Settings:
         resolved = resolve_home(home, env)
         retention = env.get("C2_EVENT_RETENTION_DAYS")
         max_agents = env.get("C2_MAX_LIVE_AGENTS")
+        max_body = env.get("C2_MAX_BODY_BYTES")
+        max_connections = env.get("C2_MAX_CONNECTIONS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -63,6 +73,10 @@ class Settings:
             allow_origins=tuple(allow_origins),
             event_retention_days=float(retention) if retention else 7.0,
             max_live_agents=max(1, int(max_agents)) if max_agents else 32,
+            max_body_bytes=max(1024, int(max_body)) if max_body else cls.max_body_bytes,
+            max_connections=(
+                max(8, int(max_connections)) if max_connections else cls.max_connections
+            ),
         )
 
 
