@@ -126,10 +126,8 @@ class RequestGuard:
         auth: DeviceAuth = scope["app"].state.services.auth
         client = _client(scope)
         bearer, tickets = _bearer(scope), _tickets(scope)
-        device = auth.cached(bearer) if bearer and not tickets else None
-        if device is not None:
-            return device  # verified moments ago: no database read, never rate limited
-        self._limited(client)
+        if not (bearer and not tickets and auth.recognizes(bearer)):
+            self._limited(client)  # a bearer that proved itself before is never refused here
         try:
             ticket_device: Device | None = None
             for ticket in tickets:  # every presented ticket is spent, whatever happens next

@@ -26,6 +26,7 @@ from core.store.devices import Device, DeviceRepository
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
 BEARER_CACHE_SECONDS = 10.0
+MAX_KNOWN_BEARERS = 4096  # bearers remembered as verified (they pass the failure limiter)
 
 
 class UnauthorizedError(DomainError):
@@ -167,6 +168,8 @@ class DeviceAuth:
         self._clock = clock
         self._limiter = AttemptLimiter(pair_attempts_per_minute, 60.0, clock=clock)
         self._cache: dict[str, tuple[Device, float]] = {}
+        # Digests of bearers verified before -> their device; least recently used first.
+        self._known: OrderedDict[str, str] = OrderedDict()
         self._seen: dict[str, datetime] = {}
 
     # -- pairing -------------------------------------------------------------------------------
@@ -202,13 +205,13 @@ class DeviceAuth:
 
     # -- bearers -------------------------------------------------------------------------------
 
-    def cached(self, bearer: str) -> Device | None:
-        """The device of `bearer` when it was verified moments ago (no database read)."""
-        entry = self._cache.get(digest(bearer))
-        if entry is None or entry[1] <= self._clock():
-            return None
-        self._seen[entry[0].id] = utcnow()
-        return entry[0]
+    def recognizes(self, bearer: str) -> bool:
+        """Whether `bearer` was verified before (by this process, since its last revocation).
+
+        A flood of bad credentials is refused without a database read; a bearer that already
+        proved itself skips that refusal (it is still verified), so clients in use keep
+        working while the flood lasts. Guessing a recognized bearer means guessing a bearer."""
+        return digest(bearer) in self._known
 
     async def is_paired(self, device_id: str) -> bool:
         """Whether the device still exists in the store (not revoked), read now, not cached."""
@@ -231,6 +234,10 @@ class DeviceAuth:
                 raise UnauthorizedError("missing, invalid or revoked bearer")
             device = found
             self._cache[bearer_hash] = (device, now + BEARER_CACHE_SECONDS)
+            self._known[bearer_hash] = device.id
+            self._known.move_to_end(bearer_hash)
+            while len(self._known) > MAX_KNOWN_BEARERS:
+                self._known.popitem(last=False)
         self._seen[device.id] = utcnow()
         return device
 
@@ -274,6 +281,8 @@ class DeviceAuth:
         existed = await self._store.write(lambda uow: DeviceRepository(uow.conn).delete(device_id))
         for key in [k for k, (dev, _) in self._cache.items() if dev.id == device_id]:
             del self._cache[key]
+        for key in [k for k, owner in self._known.items() if owner == device_id]:
+            del self._known[key]
         self._seen.pop(device_id, None)
         self._bus.close_device(device_id)
         if not existed:

@@ -179,8 +179,10 @@ def test_fd_soft_limit_is_raised_to_the_hard_limit(servers: ServerFactory):
 
 
 def test_failed_authentications_are_rate_limited_per_address(servers: ServerFactory):
-    """Past the failure budget an address gets 429 + Retry-After; a known bearer still works."""
+    """Past the failure budget an address gets 429 + Retry-After; a bearer verified before
+    still works, one never seen waits like any other credential."""
     live = servers.start(auth_failures_per_minute=3)
+    unseen = live.pair("unseen")
     with httpx.Client(base_url=live.base_url) as client:
         assert client.get("/v1/sessions", headers=live.headers).status_code == 200
         for _ in range(3):
@@ -193,6 +195,8 @@ def test_failed_authentications_are_rate_limited_per_address(servers: ServerFact
         _problem(limited, 429, "rate_limited")
         assert 1 <= int(limited.headers["retry-after"]) <= 60
         assert client.get("/v1/sessions", headers=live.headers).status_code == 200
+        fresh = client.get("/v1/sessions", headers={"Authorization": f"Bearer {unseen.bearer}"})
+        _problem(fresh, 429, "rate_limited")
 
 
 def test_failed_authentications_are_rate_limited_globally(servers: ServerFactory):
