@@ -130,15 +130,17 @@ class RequestGuard:
             self._limited(client)  # a bearer that proved itself before is never refused here
         try:
             ticket_device: Device | None = None
+            refused: InvalidTicketError | None = None
             for ticket in tickets:  # every presented ticket is spent, whatever happens next
                 try:
                     redeemed = await auth.redeem_ticket(ticket)
-                except InvalidTicketError:
+                except InvalidTicketError as err:
                     self._failed(client)
-                    if bearer is None:
-                        raise
+                    refused = refused or err
                 else:
                     ticket_device = ticket_device or redeemed
+            if refused is not None and bearer is None:
+                raise refused
             if bearer is not None:
                 try:
                     return await auth.authenticate(bearer)
