@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import resource
 import socket
 import threading
@@ -86,6 +87,29 @@ async def test_revoke_closes_a_stream_that_subscribes_after_the_revocation(
             while (frame := await stream.next()) is not None:
                 assert frame.kind in ("sessions", "event")
         assert live.services.bus.subscriber_count == 0
+
+
+# -- 7: hostile repositories ---------------------------------------------------------------------
+
+
+def test_skills_of_a_hostile_project_are_listed_safely(live_server: LiveServer, tmp_path):
+    """A project whose skills are /dev/zero, a FIFO and an escaping symlink lists only its
+    good skill, promptly, and the server keeps answering."""
+    skills = tmp_path / "project" / ".agents" / "skills"
+    for name in ("zero", "pipe", "escape", "good"):
+        (skills / name).mkdir(parents=True)
+    (skills / "zero" / "SKILL.md").symlink_to("/dev/zero")
+    os.mkfifo(skills / "pipe" / "SKILL.md")
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nname: secret\n---\nleaked", encoding="utf-8")
+    (skills / "escape" / "SKILL.md").symlink_to(secret)
+    (skills / "good" / "SKILL.md").write_text("---\nname: Good\n---\nbody", encoding="utf-8")
+    with httpx.Client(base_url=live_server.base_url, headers=live_server.headers) as client:
+        for _ in range(3):  # a FIFO would pin one worker thread per request
+            listed = client.get("/v1/skills", params={"cwd": str(tmp_path / "project")})
+            assert listed.status_code == 200
+            assert [s["id"] for s in listed.json()] == ["good"]
+        assert client.get("/healthz").status_code == 200
 
 
 # -- 8: bounded requests -------------------------------------------------------------------------
