@@ -1,19 +1,22 @@
 """uvicorn, run our way: one worker, c2's shutdown order, bounded connections, an announcement.
 
 On shutdown the app drains first (ops refused, turns ended, agents closed, streams ended)
-so uvicorn's wait for open connections never hangs on an endless SSE stream. Connections are
-bounded (docs/security.md): a concurrency limit below the file-descriptor limit (raised to
-its hard maximum at start), a deadline for every request head, a keep-alive timeout and a
-header size limit; credentials are redacted from the access log.
+so uvicorn's wait for open connections never hangs on an endless SSE stream. A SIGTERM that
+led to a clean drain is a clean exit (status 0), not a death by the re-raised signal.
+Connections are bounded (docs/security.md): a concurrency limit below the file-descriptor
+limit (raised to its hard maximum at start), a deadline for every request head, a keep-alive
+timeout and a header size limit; credentials are redacted from the access log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import resource
+import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 import h11
 import uvicorn
@@ -22,6 +25,7 @@ from sse_starlette.sse import AppStatus
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from api.logs import install_log_filters
+from api.routes.events import UnfinishedStreamFilter
 from api.services import Services
 from api.settings import Settings
 
@@ -97,6 +101,7 @@ class C2Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self.app, self.on_started = app, on_started
+        self.drained_cleanly = False
 
     @property
     def services(self) -> Services | None:
@@ -118,7 +123,19 @@ class C2Server(uvicorn.Server):
         services = self.services
         if services is not None:
             await services.drain()
+            self.drained_cleanly = True
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn re-raises the captured signals once served, so SIGTERM would end the process
+        # with status -15 even after a clean drain. SIGTERM is how c2 is asked to stop: once
+        # the drain completed it is not re-raised. SIGINT keeps uvicorn's behaviour.
+        with super().capture_signals():
+            yield
+            if self.drained_cleanly:
+                captured: list[int] = self._captured_signals
+                captured[:] = [sig for sig in captured if sig != signal.SIGTERM]
 
 
 def build_server(
@@ -153,7 +170,11 @@ def build_server(
         timeout_keep_alive=settings.keep_alive_seconds,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
-    install_log_filters()  # after Config, which (re)configures uvicorn's loggers
+    # After uvicorn.Config, which (re)configures uvicorn's loggers.
+    install_log_filters()
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
+        error_log.addFilter(UnfinishedStreamFilter())
     return C2Server(config, app, on_started)
 
 
