@@ -38,6 +38,11 @@ class Settings:
     shutdown_grace_seconds: float = 5.0
     max_live_agents: int = 32  # agent processes at once; LRU idle agents are closed past it
 
+    @property
+    def database_in_home(self) -> bool:
+        """The database is the home's own SQLite file (not `$C2_DATABASE_URL`)."""
+        return self.database_url == sqlite_url(self.home)
+
     @classmethod
     def build(
         cls,
@@ -75,8 +80,19 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     return (Path.home() / ".c2").resolve()
 
 
-def prepare_home(home: Path) -> None:
-    """Create the home folder readable by its owner only (0700) on first use."""
+DATABASE_FILES = ("c2.db", "c2.db-wal", "c2.db-shm")
+
+
+def prepare_home(home: Path, *, create_database: bool = True) -> None:
+    """Create the home folder, or tighten an existing one: the folder readable by its owner
+    only (0700), the database files 0600. With `create_database` (SQLite in the home), an
+    empty c2.db is created 0600 up front: SQLite gives -wal and -shm the database's mode."""
     if not home.exists():
         home.mkdir(parents=True, mode=0o700)
-        home.chmod(0o700)  # mkdir's mode is masked by the umask
+    home.chmod(0o700)  # mkdir's mode is masked by the umask; an existing home may be open
+    for name in DATABASE_FILES:
+        path = home / name
+        if create_database and name == "c2.db" and not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        if path.exists():
+            path.chmod(0o600)
