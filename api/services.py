@@ -76,7 +76,9 @@ class Services:
     def __init__(self, settings: Settings, engine_factory: EngineFactory = default_engine) -> None:
         self.settings = settings
         self.bus = EventBus()
-        self.store = Store(settings.database_url, exclusive=True)
+        self.store = Store(
+            settings.database_url, exclusive=True, retry_seconds=settings.store_retry_seconds
+        )
         self.engine = engine_factory(self.store, self.bus, settings)
         self.auth = DeviceAuth(
             self.store,

@@ -37,6 +37,7 @@ class Settings:
     last_seen_interval_seconds: float = 60.0
     shutdown_grace_seconds: float = 5.0
     max_live_agents: int = 32  # agent processes at once; LRU idle agents are closed past it
+    store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
 
     @property
     def database_in_home(self) -> bool:
@@ -59,6 +60,7 @@ class Settings:
         resolved = resolve_home(home, env)
         retention = env.get("C2_EVENT_RETENTION_DAYS")
         max_agents = env.get("C2_MAX_LIVE_AGENTS")
+        store_retry = env.get("C2_STORE_RETRY_SECONDS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -68,6 +70,7 @@ class Settings:
             allow_origins=tuple(allow_origins),
             event_retention_days=float(retention) if retention else 7.0,
             max_live_agents=max(1, int(max_agents)) if max_agents else 32,
+            store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
         )
 
 

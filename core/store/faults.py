@@ -7,6 +7,8 @@ in a write) fails only the write that caused it.
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from core.store.ownership import OwnershipError
@@ -21,6 +23,8 @@ def is_transient(exc: BaseException) -> bool:
     """The failure may go away with time or a new connection (retry), else it is the write's."""
     if isinstance(exc, OwnershipError | StoreUnavailableError):
         return True
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.InterfaceError):
+        return True  # raised by the bulk-insert path, which bypasses SQLAlchemy
     if isinstance(exc, DBAPIError):
         return bool(exc.connection_invalidated) or isinstance(
             exc, OperationalError | InterfaceError
