@@ -142,6 +142,9 @@ class Services:
         if not self.ready or self.draining or self.store.unavailable() is not None:
             return False
         try:
+            # The writer too: an idle writer whose connection (and owner lock) was lost would
+            # only find out at its next write.
+            await self.store.ping_writer(READY_PROBE_SECONDS)
             await asyncio.wait_for(
                 self.store.read(lambda r: r.conn.execute(text("SELECT 1")).scalar()),
                 READY_PROBE_SECONDS,

@@ -29,7 +29,7 @@ from core.store.buffer import WriteBuffer
 from core.store.events import CommittedEvent, EventLog, encode_event
 from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
-from core.store.ownership import claim_database, owner_label
+from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
 from core.store.sessions import SessionRepository
 
@@ -140,6 +140,7 @@ def _make_engine(url: str, *, writer: bool) -> Engine:
     else:
         # One consistent snapshot per read (transcript pages, welcome frames).
         options["isolation_level"] = "REPEATABLE READ"
+        options["connect_args"] = {"application_name": reader_label(), "connect_timeout": 5}
     return create_engine(url, **options)
 
 
@@ -229,24 +230,45 @@ class Store:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[UnitOfWork], T], *, patient: bool = False) -> T:
+    async def write(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        *,
+        patient: bool = False,
+        retry_seconds: float | None = None,
+    ) -> T:
         """Run `fn` in a write transaction; events it emitted are published before this returns."""
-        return await self.submit(fn, patient=patient)
+        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds)
 
-    def submit(self, fn: Callable[[UnitOfWork], T], *, patient: bool = False) -> asyncio.Future[T]:
+    def submit(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        *,
+        patient: bool = False,
+        retry_seconds: float | None = None,
+    ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
         order, so a producer may stream writes and await only the last one (group commit).
 
-        A write the database cannot take is retried for `retry_seconds`, then fails with
-        StoreUnavailableError; a `patient` write is retried until the store closes (a state
-        that must land, such as the end of a turn)."""
+        A write the database cannot take is retried for `retry_seconds` (the store's unless
+        given), then fails with StoreUnavailableError; a `patient` write is retried until the
+        store closes (a state that must land, such as the end of a turn)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         loop = asyncio.get_running_loop()
-        deadline = math.inf if patient else time.monotonic() + self.retry_seconds
+        wait = self.retry_seconds if retry_seconds is None else retry_seconds
+        deadline = math.inf if patient else time.monotonic() + wait
         job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline)
         self._jobs.put(job)
         return job.future
+
+    async def ping_writer(self, timeout: float) -> None:
+        """Run a statement on the writer's own connection (so through its owner lock), behind
+        whatever is queued; raises if that does not succeed within `timeout`."""
+        await asyncio.wait_for(
+            self.write(lambda uow: uow.conn.exec_driver_sql("SELECT 1"), retry_seconds=timeout),
+            timeout,
+        )
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""

@@ -24,22 +24,27 @@ from pathlib import Path
 from sqlalchemy import Connection, text
 
 LOCK_FILE = "c2.lock"
-# pg_try_advisory_lock(int4, int4) key: "c2" and the owner lock's number. Advisory locks are
-# scoped to one database, so every database has its own owner.
-_PG_KEY = (0x6332, 1)
+# pg_try_advisory_lock(int4, int4) key: "c2" and a hash of the schema c2's tables live in.
+# Advisory locks are scoped to one database: each (database, schema) has its own owner.
+_PG_CLASS = 0x6332
 _STARTED = datetime.now(UTC)
-_TRY_LOCK = text("SELECT pg_try_advisory_lock(:a, :b)")
+_TRY_LOCK = text("SELECT pg_try_advisory_lock(:a, hashtext(current_schema()))")
 _HOLDER = text(
     "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
     "JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = :a "
-    "AND l.objid::bigint = :b AND l.objsubid = 2 "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = CAST(:a AS oid) "
+    "AND l.objid = CAST(hashtext(current_schema()) AS oid) AND l.objsubid = 2 "
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
 
 
 class OwnershipError(Exception):
     """Another c2 owns this home or database."""
+
+
+def reader_label() -> str:
+    """The name of this process's other database sessions (readers)."""
+    return f"c2 reader pid {os.getpid()}"
 
 
 def owner_label() -> str:
@@ -102,10 +107,9 @@ def claim_database(conn: Connection) -> None:
     the home lock). Raises OwnershipError naming the session that holds it."""
     if conn.dialect.name != "postgresql":
         return
-    a, b = _PG_KEY
     with conn.begin():
-        got = conn.execute(_TRY_LOCK, {"a": a, "b": b}).scalar()
-        holder = None if got else conn.execute(_HOLDER, {"a": a, "b": b}).first()
+        got = conn.execute(_TRY_LOCK, {"a": _PG_CLASS}).scalar()
+        holder = None if got else conn.execute(_HOLDER, {"a": _PG_CLASS}).first()
     if got:
         return
     if holder is None:
