@@ -250,3 +250,75 @@ async def test_failed_update_write_ends_the_turn_and_its_seq_is_never_reused(
         assert 2 not in [r["seq"] for r in rows]
     finally:
         await client.aclose()
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` (needs root; skips otherwise)."""
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until `disk` is full; returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    return filler
+
+
+def test_serve_on_a_full_home_fails_with_one_line(tmp_path: Path) -> None:
+    """A home on a full disk gives one clear line, not a traceback."""
+    with small_disk(tmp_path / "disk", "256k") as disk:
+        home = disk / "home"
+        home.mkdir()
+        fill(disk)
+        result = serve_once(home)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("c2: ") and "No space left on device" in lines[0]
+
+
+async def test_full_disk_during_a_turn_loses_nothing(tmp_path: Path) -> None:
+    """The home's disk full for a few seconds mid-turn: /readyz is 503 meanwhile, then every
+    chunk is committed and seen once, and the turn ends normally once space is back."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    with small_disk(tmp_path / "disk", "16m") as disk:
+        server = C2Server(disk / "home")
+        server.start()
+        client = Client(server)
+        try:
+            sid = (await client.new_session(workdir))["id"]
+            async with EventStream(client, session=sid) as stream:
+                await stream.frame()
+                assert (await client.prompt(sid, "/stamped 150 15")).status_code == 202
+                await stream.until(
+                    lambda e: e["event"] == "agent_text" and e["transcript_seq"] >= 5
+                )
+                filler = fill(disk)
+                await wait_ready_status(server, 503)
+                await anyio.sleep(3.0)  # the fault: a full disk for a while
+                filler.unlink()
+                await wait_ready_status(server, 200)
+                ended = await stream.until_event("turn_ended", timeout=60)
+                assert ended["stop_reason"] == "end_turn"
+            rows = [e for e in await transcript(client, sid) if e["role"] == "agent"]
+            assert [r["seq"] for r in rows] == list(range(1, 151))
+            assert seen_seqs(stream, sid) == list(range(151))
+        finally:
+            await client.aclose()
+            server.stop()
