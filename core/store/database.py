@@ -255,6 +255,8 @@ class Store:
         store closes (a state that must land, such as the end of a turn)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
+        if not self._writer.is_alive():
+            raise StoreUnavailableError("the store writer is not running")
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
