@@ -168,6 +168,7 @@ class TurnFlow:
 
     async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
         handler = self.engine.handler_for(live)
+        handler.take_lost_writes()  # a loss between turns is not this turn's
         rid = turn.request_id
         try:
             agent = live.agent if live.agent_alive else None
@@ -183,6 +184,7 @@ class TurnFlow:
         except (AgentError, DomainError) as exc:
             await self._flush(handler)
             message = exc.message if isinstance(exc, DomainError) else str(exc)
+            message = handler.take_lost_writes() or message
             await self._fail_turn(live, turn, "provider_error", message)
             return
         except Exception as exc:  # MemoryError and any bug: the turn must still end
@@ -192,6 +194,10 @@ class TurnFlow:
             await self._fail_turn(live, turn, "provider_error", message)
             return
         await self._flush(handler)
+        lost = handler.take_lost_writes()
+        if lost is not None:  # an update could not be committed: never end as if complete
+            await self._fail_turn(live, turn, "provider_error", lost)
+            return
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
 
     @staticmethod
