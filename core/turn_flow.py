@@ -60,6 +60,11 @@ if TYPE_CHECKING:
     from core.engine import Engine
 
 log = logging.getLogger(__name__)
+GRANTS_RESET = (
+    "the execution policy became stricter, so the agent was restarted to drop the permissions "
+    "granted to it; it can't restore this session's context, so it starts with a fresh memory "
+    "(the transcript is kept)"
+)
 DISCARDED = (
     "session worktree was permanently discarded; start a new session from the source project"
 )
@@ -162,8 +167,15 @@ class TurnFlow:
         try:
             agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
+                restarting = live.needs_acp_restart
                 live.needs_acp_restart = live.agent_grants = False  # a new process holds none
                 agent = await self._revive(live)
+                if restarting and not agent.supports_load_session:
+                    await self.engine.emit(
+                        ErrorEvent(
+                            session=live.id, message=GRANTS_RESET, terminal=False, request_id=rid
+                        )
+                    )
             text = await self._compile_for_turn(live, doc, rid)
             acp_session = await self._ensure_acp_session(live, agent, rid)
             stop = await agent.prompt(acp_session, text)
