@@ -153,7 +153,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         print(
             f"{'agent':<12} {'POST→201 p50':>13} {'prompt→1st chunk p50':>21} "
-            f"{'c2 per chunk p50':>17} {'p99':>8} {'chunks':>7}"
+            f"{'c2 per chunk p50 / p99':>23} {'(n)':>5} {'isolated p50 / p99':>26} {'(n)':>5}"
         )
         for agent in args.agents:
             work = root / "work"
