@@ -178,7 +178,11 @@ class TurnFlow:
                     )
             text = await self._compile_for_turn(live, doc, rid)
             acp_session = await self._ensure_acp_session(live, agent, rid)
-            stop = await agent.prompt(acp_session, text)
+            if turn.cancel_requested:
+                # Cancelled while the agent was starting: there was no ACP session to tell.
+                stop = StopReason.CANCELLED
+            else:
+                stop = await agent.prompt(acp_session, text)
         except asyncio.CancelledError:
             await handler.flush()
             await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
