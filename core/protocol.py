@@ -93,7 +93,10 @@ def provider_wire(key: str) -> str | dict[str, str]:
     return key
 
 
-RequestId = Annotated[str, Field(min_length=1, max_length=128)]
+# Echoed in the `Request-Id` header: printable, no control characters, no whitespace at
+# either end (HTTP forbids it there), so the answer to an op always arrives (API.md §1).
+REQUEST_ID_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$"
+RequestId = Annotated[str, Field(min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)]
 SessionId = Annotated[str, Field(min_length=1, max_length=128)]
 # RFC 3339 UTC timestamps (core.session.rfc3339), typed as such for API clients.
 Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
@@ -159,7 +162,7 @@ class NewSessionOp(_Op):
     op: Literal["new_session"] = "new_session"
     provider: ProviderSpec
     cwd: str = Field(max_length=4096)
-    use_worktree: bool
+    use_worktree: bool = Field(strict=True)  # "yes" or 1 is a 422, never coerced to true
     worktree_base: WorktreeBase | None = None
     worktree_base_sha: str | None = Field(default=None, max_length=64)
     initial_policy: ExecutionPolicy | None = None
@@ -318,6 +321,27 @@ class ReasoningPart(BaseModel):
     text: str
 
 
+class ToolContent(BaseModel):
+    """One item of a tool call's reviewable content (ACP `ToolCallContent`), size-bounded:
+    `text` (output, or the reason a call was refused), `diff` (`path`, `old_text` — absent for a
+    new file — and `new_text`) or `terminal` (`terminal_id`). `truncated` marks a shortened one."""
+
+    type: Literal["text", "diff", "terminal"]
+    text: str | None = None
+    path: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
+    terminal_id: str | None = None
+    truncated: bool | None = None
+
+
+class ToolLocation(BaseModel):
+    """A file (and line) a tool call touches (ACP `ToolCallLocation`)."""
+
+    path: str
+    line: int | None = None
+
+
 class ToolCallPart(BaseModel):
     kind: Literal["tool_call"] = "tool_call"
     id: str
@@ -325,6 +349,9 @@ class ToolCallPart(BaseModel):
     status: str
     tool_kind: str | None = None
     agent_input: dict[str, str] | None = None
+    # As last reported by the agent for this update (absent: this update did not report it).
+    content: list[ToolContent] | None = None
+    locations: list[ToolLocation] | None = None
 
 
 class PlanPart(BaseModel):
@@ -453,6 +480,13 @@ class SessionCreated(_Event):
     request_id: str | None = None
 
 
+class SessionDeleted(_Event):
+    """The session was deleted (archived): clients drop it from their lists at once."""
+
+    event: Literal["session_deleted"] = "session_deleted"
+    session: str
+
+
 class SessionTitleChanged(_Event):
     event: Literal["session_title_changed"] = "session_title_changed"
     session: str
@@ -496,6 +530,8 @@ class ToolCall(_Event):
     kind: str | None = None
     agent_input: dict[str, str] | None = None
     transcript_seq: int | None = None
+    content: list[ToolContent] | None = None
+    locations: list[ToolLocation] | None = None
 
 
 class PlanEvent(_Event):
@@ -513,11 +549,28 @@ class PermissionRequest(_Event):
     options: list[tuple[str, str]]
 
 
+class Cost(BaseModel):
+    """Money the agent reports having spent (ACP `Cost`)."""
+
+    amount: float
+    currency: str
+
+
 class Usage(_Event):
+    """Token use. From an ACP `usage_update`: `input_tokens` is the context's used tokens and
+    `output_tokens` 0 (the protocol's legacy shape), with `cost` when reported. From a prompt
+    response's `usage` (once per turn, before `turn_ended`): the turn's real counts, with
+    `total_tokens` (and the optional breakdowns) present. Absent fields were not reported."""
+
     event: Literal["usage"] = "usage"
     session: str
     input_tokens: int
     output_tokens: int
+    total_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    cost: Cost | None = None
 
 
 class ContextWindowEvent(_Event):
@@ -572,6 +625,7 @@ class ErrorEvent(_Event):
 
 Event = Annotated[
     SessionCreated
+    | SessionDeleted
     | SessionTitleChanged
     | SessionActivityChanged
     | TurnStarted

@@ -3,7 +3,9 @@ permission requests are decided by policy or parked until a client answers.
 
 Each update's row and event commit in one transaction before any client sees the event
 (protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
-by fsync; the writer commits them in order and in groups.
+by fsync; the writer commits them in order and in groups. An update the store cannot commit
+fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
+`failed` with a terminal error naming the cause (never a silent gap in the transcript).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.activity import LiveTurn, ParkedInput, advance, next_sequence
@@ -24,9 +27,10 @@ from core.agents.updates import (
     TextChunk,
     ThoughtChunk,
     ToolCallUpdate,
+    TurnUsage,
     UsageUpdate,
 )
-from core.permissions import Decision, automatic_answer, decide
+from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
 from core.protocol import (
     AgentText,
     AgentThought,
@@ -34,6 +38,8 @@ from core.protocol import (
     ContextWindow,
     ContextWindowEvent,
     Event,
+    FailedState,
+    IdleState,
     Part,
     PendingInput,
     PermissionRequest,
@@ -48,6 +54,7 @@ from core.protocol import (
     Usage,
 )
 from core.store.database import Store, UnitOfWork
+from core.store.faults import describe
 
 if TYPE_CHECKING:
     from core.live import LiveSession
@@ -64,6 +71,8 @@ class SessionHandler:
         self._live = live
         self._store = store
         self._in_flight: deque[asyncio.Future[None]] = deque()
+        self._lost: LostWrites | None = None  # this turn's updates that could not be committed
+        self._cancels: set[asyncio.Task[None]] = set()
 
     # -- updates -------------------------------------------------------------------------------
 
@@ -83,9 +92,13 @@ class SessionHandler:
             self._live.record = self._live.record.evolve(context_window=window)
             record = self._live.record
 
+            cost = update.cost
+
             def write(uow: UnitOfWork) -> None:
                 uow.sessions.update(record, ("context_window",))
-                uow.emit(Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0))
+                uow.emit(
+                    Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
+                )
                 uow.emit(
                     ContextWindowEvent(
                         session=sid,
@@ -93,6 +106,20 @@ class SessionHandler:
                         context_window=window.context_window,
                     )
                 )
+
+        elif isinstance(update, TurnUsage):
+            usage = Usage(
+                session=sid,
+                input_tokens=update.input_tokens,
+                output_tokens=update.output_tokens,
+                total_tokens=update.total_tokens,
+                thought_tokens=update.thought_tokens,
+                cached_read_tokens=update.cached_read_tokens,
+                cached_write_tokens=update.cached_write_tokens,
+            )
+
+            def write(uow: UnitOfWork) -> None:
+                uow.emit(usage)
 
         elif isinstance(update, ConfigOptionsUpdate):
             self._live.record = self._live.record.evolve(config_options=update.options)
@@ -107,19 +134,45 @@ class SessionHandler:
         await self._queue(write)
 
     async def _queue(self, write: Callable[[UnitOfWork], None]) -> None:
+        if self._lost is not None:
+            self._lost.count += 1  # the turn is failing: nothing after a gap is kept
+            return
         future = self._store.submit(write)
-        future.add_done_callback(_log_failed_write)
+        future.add_done_callback(self._written)
         self._in_flight.append(future)
         while self._in_flight and self._in_flight[0].done():
             self._in_flight.popleft()
         if len(self._in_flight) > MAX_IN_FLIGHT:
-            await asyncio.shield(self._in_flight[-1])
+            await asyncio.wait([self._in_flight[-1]])
+
+    def _written(self, future: asyncio.Future[None]) -> None:
+        if future.cancelled() or (exc := future.exception()) is None:
+            return
+        if self._lost is not None:
+            self._lost.count += 1
+            return
+        self._lost = LostWrites(cause=describe(exc))
+        log.error("agent update of %s was not persisted; failing its turn: %s", self._live.id, exc)
+        live = self._live
+        if live.agent is not None and live.acp_session_id is not None:
+            # The agent must not keep working while nothing of it is recorded.
+            task = asyncio.get_running_loop().create_task(live.agent.cancel(live.acp_session_id))
+            self._cancels.add(task)
+            task.add_done_callback(self._cancels.discard)
 
     async def flush(self) -> None:
         """Wait until every queued update is committed (before the turn's closing events)."""
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
             self._in_flight.clear()
+
+    def take_lost_writes(self) -> str | None:
+        """Why the turn must fail (updates that could not be committed), once; None if every
+        update since the last call was committed. Call after `flush`."""
+        lost, self._lost = self._lost, None
+        if lost is None:
+            return None
+        return f"the agent's output could not be saved ({lost.count} update(s) lost): {lost.cause}"
 
     # -- permissions ---------------------------------------------------------------------------
 
@@ -128,7 +181,10 @@ class SessionHandler:
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:
             # Automatic decisions emit nothing and leave activity alone (§2.2).
-            return automatic_answer(decision, ask.options)
+            answer = automatic_answer(decision, ask.options)
+            if answer is not None or decision is Decision.DENY:
+                return answer
+            # Allowed, but the agent offers no one-shot allow: the user decides.
         await self.flush()  # earlier stream events precede the park in the log
         async with live.lock:
             turn = live.turn
@@ -156,12 +212,16 @@ class SessionHandler:
                 log.exception("could not park permission request for %s", live.id)
                 return None
         try:
-            return await reply
+            choice = await reply
         except asyncio.CancelledError:
             # The agent withdrew the request (it died or the connection closed): the input
             # must not stay actionable. A turn that is ending drains it anyway.
             await asyncio.shield(self._withdraw(turn, pending.input_id))
             raise
+        if grants_standing_permission(choice, ask.options):
+            # The user's own "always": a stricter policy later restarts the agent's session.
+            live.agent_grants = True
+        return choice
 
     async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
         live = self._live
@@ -183,9 +243,15 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 session=sid, text=text, transcript_seq=seq
             )
         case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
-            agent_input = update.agent_input
+            agent_input, content, locations = update.agent_input, update.content, update.locations
             part = ToolCallPart(
-                id=tool_id, title=title, status=status, tool_kind=kind, agent_input=agent_input
+                id=tool_id,
+                title=title,
+                status=status,
+                tool_kind=kind,
+                agent_input=agent_input,
+                content=content,
+                locations=locations,
             )
             return part, lambda seq: ToolCall(
                 session=sid,
@@ -195,6 +261,8 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 kind=kind,
                 agent_input=agent_input,
                 transcript_seq=seq,
+                content=content,
+                locations=locations,
             )
         case PlanUpdate(entries=entries):
             return PlanPart(entries=entries), lambda seq: PlanEvent(
@@ -225,6 +293,9 @@ async def commit_activity(
     in one transaction between the `before` and `after` steps."""
     prev = live.record.activity
     activity = advance(prev, state)
+    # The end of a turn must land, or the session would read `running` for good: it waits
+    # for a database that is down rather than giving up like other writes.
+    patient = isinstance(state, IdleState | FailedState)
     record = live.record.evolve(activity=activity)
 
     def write(uow: UnitOfWork) -> None:
@@ -237,10 +308,11 @@ async def commit_activity(
         for step in after:
             step(uow)
 
-    await store.write(write)
+    await store.write(write, patient=patient)
     live.record = live.record.evolve(activity=activity)
 
 
-def _log_failed_write(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("agent update was not persisted", exc_info=future.exception())
+@dataclass
+class LostWrites:
+    cause: str
+    count: int = 1

@@ -67,6 +67,9 @@ async def test_stream_frames_match_the_published_schemas(fresh_c2: C2Server, tmp
             assert resp.status_code == 200, resp.text
             await client.prompt(sid, "/fail kaboom")
             await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
+            resp = await client.http.delete(f"/v1/sessions/{sid}")
+            assert resp.status_code == 204, resp.text
+            await stream.until_event("session_deleted")
             frames += stream.frames
             last = stream.ids[-1]
         async with EventStream(client, after=last + 1000) as ahead:
