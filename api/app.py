@@ -20,6 +20,7 @@ from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
 from api.routes import auth, catalog, events, health, ops, sessions
+from api.routes.docs import install_docs
 from api.services import EngineFactory, Services, default_engine
 from api.settings import Settings
 from api.stream import StreamSlots
@@ -67,6 +68,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
         app.include_router(router)
     app.include_router(events.router)
+    install_docs(app)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:

@@ -1,0 +1,55 @@
+"""The API reference at `/docs`: Swagger UI served by c2 itself, offline, without credentials.
+
+The assets come from the fastapi-offline package (a maintained bundle of Swagger UI), mounted
+at `/docs/assets`; nothing is fetched from a CDN. The page reads `/openapi.json` (public: it
+describes the API, holds no data) and has "Try it out" switched off, so it shows no data.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+router = APIRouter(include_in_schema=False)
+ASSETS = Path(str(files("fastapi_offline") / "static"))
+# Scripts and styles from this origin only; Swagger UI sets inline style attributes.
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>c2 API reference</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+<link rel="icon" href="/docs/assets/favicon.png"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/init.js"></script></body></html>
+"""
+INIT = """SwaggerUIBundle({
+  url: "/openapi.json",
+  dom_id: "#swagger-ui",
+  deepLinking: true,
+  supportedSubmitMethods: [],
+  presets: [SwaggerUIBundle.presets.apis],
+});
+"""
+
+
+@router.get("/docs")
+async def docs_page() -> HTMLResponse:
+    return HTMLResponse(PAGE, headers={"Content-Security-Policy": DOCS_CSP})
+
+
+@router.get("/docs/init.js")
+async def docs_init() -> Response:
+    return Response(INIT, media_type="text/javascript")
+
+
+def install_docs(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/docs/assets", StaticFiles(directory=ASSETS), name="docs-assets")
