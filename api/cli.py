@@ -1,4 +1,4 @@
-"""The `c2` console script: `serve`, `pair`, `openapi` (API.md §0).
+"""The `c2` console script: `serve`, `pair`, `pair-url`, `openapi` (API.md §0).
 
 Each command builds its own Settings from arguments and the environment; nothing is built at
 import time. `pair` mints a bearer directly in the store (local admin: whoever can read home).
@@ -112,13 +112,48 @@ def _openapi(_args: argparse.Namespace) -> int:
     return 0
 
 
+ENVIRONMENT = f"""environment:
+  C2_HOME                   data folder when --home is not given (default ~/.c2)
+  C2_DATABASE_URL           database (default sqlite in the home; postgresql+psycopg://…)
+  C2_MAX_LIVE_AGENTS        agent processes running at once (default 32)
+  C2_EVENT_RETENTION_DAYS   days of event log kept for resume (default 7)
+  C2_MAX_BODY_BYTES         largest request body accepted (default {Settings.max_body_bytes})
+  C2_MAX_CONNECTIONS        concurrent connections served (default {Settings.max_connections})
+  C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("c2")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="c2", description="c2: coding-agent sessions over HTTP")
+    root = argparse.ArgumentParser(
+        prog="c2",
+        description="c2: coding-agent sessions over HTTP",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument("--version", action="version", version=f"c2 {_version()}")
     commands = root.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the HTTP + SSE server")
-    serve.add_argument("--host", default=DEFAULT_HOST)
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP + SSE server",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})"
+    )
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
+    )
     serve.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
     serve.add_argument(
         "--allow-host",

@@ -47,8 +47,8 @@ def _bounded_doc(doc: Doc) -> Doc:
     return doc
 
 
-# A prompt document: at most 256 blocks and MAX_PROMPT_CHARS characters in all.
-BoundedDoc = Annotated[Doc, Field(max_length=256), AfterValidator(_bounded_doc)]
+# A prompt document: 1 to 256 blocks and MAX_PROMPT_CHARS characters in all.
+BoundedDoc = Annotated[Doc, Field(min_length=1, max_length=256), AfterValidator(_bounded_doc)]
 
 
 class _Body(BaseModel):

@@ -170,8 +170,11 @@ def resolve_cwd(raw: str) -> str:
         absolute = absolute.expanduser()
         absolute = absolute if absolute.is_absolute() else Path.cwd() / absolute
         exists = "\x00" not in raw and absolute.is_dir()
+        is_file = not exists and "\x00" not in raw and absolute.exists()
     except (OSError, RuntimeError):  # a name too long, an unknown ~user: bad input, not a 500
-        exists = False
+        exists = is_file = False
+    if is_file:
+        raise InvalidCwdError(f"working directory “{absolute}” is a file, not a directory")
     if not exists:
         raise InvalidCwdError(f"working directory “{absolute}” doesn't exist")
     return str(absolute.resolve())

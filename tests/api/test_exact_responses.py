@@ -74,3 +74,18 @@ def test_openapi_declares_headers_outcomes_and_timestamps(tmp_path: Path):
     assert "415" in paths["/v1/sessions/{session_id}/prompt"]["post"]["responses"]
     snapshot = schemas["SessionSnapshot"]["properties"]
     assert snapshot["created_at"]["format"] == snapshot["updated_at"]["format"] == "date-time"
+
+
+async def test_errors_teach_empty_doc_and_cwd_file(app_client: AppClient, tmp_path: Path):
+    """An empty `doc` is a 422; a `cwd` that is a file says so."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    body = {"provider": ECHO, "cwd": str(a_file), "use_worktree": False}
+    resp = await app_client.http.post("/v1/sessions", json=body)
+    assert resp.status_code == 422 and resp.json()["code"] == "invalid_cwd"
+    assert "is a file, not a directory" in resp.json()["detail"]
+    body["cwd"] = str(tmp_path)
+    sid = (await app_client.http.post("/v1/sessions", json=body)).json()["id"]
+    empty = await app_client.http.post(f"/v1/sessions/{sid}/prompt", json={"doc": []})
+    assert empty.status_code == 422 and empty.json()["code"] == "validation_error"
+    assert "doc" in empty.json()["detail"]

@@ -1,0 +1,53 @@
+"""`c2 --version`, `c2 serve --help` and `c2 pair-url` as a new user meets them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+from core.auth import digest
+from core.session import utcnow
+from core.store.database import Store, sqlite_url
+from core.store.devices import DeviceRepository
+
+
+def test_cli_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]):
+    """`c2 --version` prints `c2 X.Y.Z` and exits 0."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert re.fullmatch(r"c2 \d+\.\d+\.\d+\n", capsys.readouterr().out)
+
+
+def test_cli_serve_help_shows_defaults_and_environment(capsys: pytest.CaptureFixture[str]):
+    """`c2 serve --help` names the default host and port and the environment variables."""
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "default 127.0.0.1" in out and "default 4599" in out
+    assert "C2_HOME" in out and "C2_DATABASE_URL" in out and "C2_MAX_LIVE_AGENTS" in out
+
+
+def test_cli_pair_url_mints_a_fresh_token_each_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """Each `c2 pair-url` prints a new one-time URL whose token is stored unredeemed."""
+    urls = []
+    for _ in range(2):
+        assert main(["pair-url", "--home", str(tmp_path), "--port", "4700"]) == 0
+        urls.append(capsys.readouterr().out.strip())
+    assert all(u.startswith("http://127.0.0.1:4700/pair#token=") for u in urls)
+    assert urls[0] != urls[1]
+    store = Store(sqlite_url(tmp_path.resolve()))
+    try:
+        store.migrate()
+        token = urls[1].split("#token=")[1]
+        redeemed = store.write_sync(
+            lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(digest(token), utcnow())
+        )
+    finally:
+        store.close()
+    assert redeemed
