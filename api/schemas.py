@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from core.protocol import (
+    BUILTIN_PROVIDERS,
+    PROVIDER_ALIASES,
     AnswerPermissionOp,
     CancelOp,
     Doc,
@@ -89,6 +91,18 @@ class NewSessionBody(NewSessionOp):
     """`POST /v1/sessions`: the protocol op, its sha rule spelled out in the schema."""
 
     worktree_base_sha: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{4,64}$")
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _teach_custom_providers(cls, value: object) -> object:
+        # Without this, an unknown name fails every member of the union at once (noise).
+        known = (*BUILTIN_PROVIDERS, *PROVIDER_ALIASES)
+        if isinstance(value, str) and value not in known:
+            raise ValueError(
+                f"unknown built-in provider {value!r}; a custom or demo provider is named as"
+                f' {{"custom": "{value}"}} (built-ins: {", ".join(BUILTIN_PROVIDERS)})'
+            )
+        return value
 
 
 class NewSessionWireOp(NewSessionBody):

@@ -89,3 +89,12 @@ async def test_errors_teach_empty_doc_and_cwd_file(app_client: AppClient, tmp_pa
     empty = await app_client.http.post(f"/v1/sessions/{sid}/prompt", json={"doc": []})
     assert empty.status_code == 422 and empty.json()["code"] == "validation_error"
     assert "doc" in empty.json()["detail"]
+
+
+async def test_errors_teach_custom_provider_syntax(app_client: AppClient, tmp_path: Path):
+    """`"provider":"echo"` is a 422 that shows the `{"custom":"echo"}` spelling."""
+    body = {"provider": "echo", "cwd": str(tmp_path), "use_worktree": False}
+    resp = await app_client.http.post("/v1/sessions", json=body)
+    assert resp.status_code == 422, resp.text
+    assert '{"custom": "echo"}' in resp.json()["detail"]
+    assert len(resp.json()["errors"]) == 1
