@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import C2Server, build_server, url_host
     from api.services import StartupError, preflight
+    from core.providers import ProviderConfigError, ProviderRegistry
 
     settings = Settings.build(
         home=args.home,
@@ -40,6 +41,12 @@ def _serve(args: argparse.Namespace) -> int:
     except StartupError as exc:
         print(f"c2: {exc}", file=sys.stderr, flush=True)
         return 1
+    try:
+        ProviderRegistry.load(settings.home)  # checked here: one line instead of a traceback
+    except ProviderConfigError as exc:
+        home_claim.release()
+        print(f"c2: {exc} (fix or remove the file, then start again)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     try:
         app = create_app(settings)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,21 @@ def test_cli_pair_url_mints_a_fresh_token_each_time(
     finally:
         store.close()
     assert redeemed
+
+
+def test_cli_serve_broken_providers_toml_is_one_line(tmp_path: Path):
+    """A broken providers.toml stops `c2 serve` with one line naming file and line, exit 2."""
+    (tmp_path / "providers.toml").write_text("[providers.x]\ncommand = \n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve", "--home", str(tmp_path), "--port", "0"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "providers.toml" in lines[0] and "line 2" in lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
