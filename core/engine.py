@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.acp_sessions import agent_failure
 from core.agents.client import AgentProcess
 from core.agents.updates import AgentError
 from core.errors import (
@@ -43,6 +44,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
 )
@@ -135,6 +137,8 @@ class Engine:
                 return await self.settings.set_policy(op.session, None, op.sandbox, None)
             case SetModelOp():
                 return await self.settings.set_model(op)
+            case SetModeOp():
+                return await self.settings.set_mode(op)
             case SetConfigOptionOp():
                 return await self.settings.set_config_option(op)
         raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
@@ -157,6 +161,9 @@ class Engine:
                     message=error.message,
                     terminal=terminal,
                     request_id=error.request_id,
+                    code=error.code,
+                    auth_methods=error.details.get("auth_methods"),
+                    stderr_tail=error.details.get("stderr_tail"),
                 )
             )
         except Exception:
@@ -194,9 +201,11 @@ class Engine:
         try:
             agent = await AgentProcess.start(entry.launch(live.record.cwd), self.handler_for(live))
         except AgentError as exc:
-            raise ProviderUnavailableError(
+            failed = ProviderUnavailableError(
                 f"couldn't start provider {entry.display_name}: {exc}", session=live.id
-            ) from exc
+            )
+            raise agent_failure(exc, failed) from exc
+        self.providers.observe_auth(entry.key, methods=agent.auth_methods)
         live.agent, live.acp_session_id = agent, None
         return agent
 
@@ -208,7 +217,11 @@ class Engine:
         idle = [live for live in running if live.turn is None]
         if not idle:
             raise CapacityError(f"all {self.max_live_agents} live agents are busy", retry_after=5)
-        await self.close_agent(min(idle, key=lambda live: live.last_used))
+        evicted = min(idle, key=lambda live: live.last_used)
+        if evicted.agent is not None and evicted.acp_session_id is not None:
+            # Let the agent persist the session before it goes (it is resumed/loaded later).
+            await evicted.agent.close_session(evicted.acp_session_id)
+        await self.close_agent(evicted)
 
     async def close_agent(self, live: LiveSession) -> None:
         agent, live.agent, live.acp_session_id = live.agent, None, None
