@@ -137,7 +137,9 @@ class ScriptedAgent(DemoAgent):
             sys.stderr.write("not logged in: no credentials found\n")
             sys.stderr.flush()
             raise RequestError.auth_required()
-        return await super().new_session(cwd, **kwargs)
+        result = await super().new_session(cwd, **kwargs)
+        self.log({"event": "new_session", "sessionId": result["sessionId"], "cwd": cwd})
+        return result
 
     async def resume_session(self, cwd: str, session_id: str, **_: Any) -> dict[str, Any]:
         """`session/resume`: reattach without replaying history."""
