@@ -1,13 +1,16 @@
 # c2 developer entry points. `make serve` runs the server, `make test` runs every check.
 # Both create .venv (python3.11) and install the project on first use; the install re-runs
-# only when pyproject.toml changes (the stamp file below).
+# only when pyproject.toml changes (the stamp file below). `make test` also installs the real
+# agents the tests drive (package.json / package-lock.json → node_modules), again only when the
+# lock file changes.
 
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NPM_STAMP := node_modules/.installed-stamp
 
-.PHONY: install serve test lint typecheck openapi bench
+.PHONY: install agents serve test lint typecheck openapi bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +22,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Claude Code (claude-code-acp) and OpenCode at the versions the lock file pins.
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
+
+agents: $(NPM_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/c2 serve --home $${C2_HOME:-.c2-dev}
 
@@ -29,7 +39,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy core api
 
-test: lint typecheck
+test: lint typecheck $(NPM_STAMP)
 	$(BIN)/pytest -q
 
 # Regenerate the committed OpenAPI document after changing routes or schemas.

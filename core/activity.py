@@ -43,6 +43,7 @@ class LiveTurn:
     request_id: str | None
     parked: dict[str, ParkedInput] = field(default_factory=dict)
     accepted: bool = False  # turn_started was committed
+    cancel_requested: bool = False  # a cancel was forwarded to the agent during this turn
 
     def pending(self) -> list[PendingInput]:
         return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)

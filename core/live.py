@@ -24,6 +24,11 @@ class LiveSession:
     acp_session_id: str | None = None
     turn: LiveTurn | None = None
     last_used: float = field(default_factory=time.monotonic)
+    # A user chose an "always" option: the agent holds a standing grant of its own.
+    agent_grants: bool = False
+    # The policy became stricter while the agent held grants: before the next turn the agent
+    # is restarted, so its grants die with it (its ACP session is restored, else started fresh).
+    needs_acp_restart: bool = False
 
     @property
     def id(self) -> str:

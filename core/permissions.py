@@ -44,10 +44,39 @@ def decide(policy: ExecutionPolicy, kind: str | None) -> Decision:
     return Decision.ASK
 
 
+# Automatic answers are one-shot: an `allow_always` would leave a rule inside the agent that
+# outlives the policy that chose it (issue 10). Rejecting always is no grant, so it may stand in.
+_AUTOMATIC_KINDS: dict[Decision, tuple[str, ...]] = {
+    Decision.ALLOW: ("allow_once",),
+    Decision.DENY: ("reject_once", "reject_always"),
+}
+_MODE_RANK = {PermissionMode.ASK: 0, PermissionMode.ACCEPT_EDITS: 1, PermissionMode.YOLO: 2}
+_SANDBOX_RANK = {
+    SandboxPolicy.READ_ONLY: 0,
+    SandboxPolicy.WORKSPACE_WRITE: 1,
+    SandboxPolicy.DANGER_FULL_ACCESS: 2,
+}
+
+
 def automatic_answer(decision: Decision, options: list[tuple[str, str, str]]) -> str | None:
-    """The agent's first option of the decided kind; None (cancelled) when it offers none."""
-    prefix = "allow" if decision is Decision.ALLOW else "reject"
-    for option_id, _name, kind in options:
-        if kind.startswith(prefix):
-            return option_id
+    """The option an automatic `decision` picks, by ACP kind: `allow_once`; `reject_once`,
+    else `reject_always`. None when the agent offers none of them (an allow then asks the
+    user instead; a deny answers cancelled)."""
+    for wanted in _AUTOMATIC_KINDS.get(decision, ()):
+        for option_id, _name, kind in options:
+            if kind == wanted:
+                return option_id
     return None
+
+
+def grants_standing_permission(option_id: str | None, options: list[tuple[str, str, str]]) -> bool:
+    """True when the chosen option leaves a rule inside the agent (`allow_always`)."""
+    return any(oid == option_id and kind == "allow_always" for oid, _name, kind in options)
+
+
+def is_stricter(before: ExecutionPolicy, after: ExecutionPolicy) -> bool:
+    """True when `after` allows less than `before` on either axis."""
+    return (
+        _MODE_RANK[after.mode] < _MODE_RANK[before.mode]
+        or _SANDBOX_RANK[after.sandbox] < _SANDBOX_RANK[before.sandbox]
+    )

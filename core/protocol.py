@@ -334,6 +334,27 @@ class ReasoningPart(BaseModel):
     text: str
 
 
+class ToolContent(BaseModel):
+    """One item of a tool call's reviewable content (ACP `ToolCallContent`), size-bounded:
+    `text` (output, or the reason a call was refused), `diff` (`path`, `old_text` — absent for a
+    new file — and `new_text`) or `terminal` (`terminal_id`). `truncated` marks a shortened one."""
+
+    type: Literal["text", "diff", "terminal"]
+    text: str | None = None
+    path: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
+    terminal_id: str | None = None
+    truncated: bool | None = None
+
+
+class ToolLocation(BaseModel):
+    """A file (and line) a tool call touches (ACP `ToolCallLocation`)."""
+
+    path: str
+    line: int | None = None
+
+
 class ToolCallPart(BaseModel):
     kind: Literal["tool_call"] = "tool_call"
     id: str
@@ -341,6 +362,9 @@ class ToolCallPart(BaseModel):
     status: str
     tool_kind: str | None = None
     agent_input: dict[str, str] | None = None
+    # As last reported by the agent for this update (absent: this update did not report it).
+    content: list[ToolContent] | None = None
+    locations: list[ToolLocation] | None = None
 
 
 class PlanPart(BaseModel):
@@ -546,6 +570,8 @@ class ToolCall(_Event):
     kind: str | None = None
     agent_input: dict[str, str] | None = None
     transcript_seq: int | None = None
+    content: list[ToolContent] | None = None
+    locations: list[ToolLocation] | None = None
 
 
 class PlanEvent(_Event):
@@ -563,11 +589,28 @@ class PermissionRequest(_Event):
     options: list[tuple[str, str]]
 
 
+class Cost(BaseModel):
+    """Money the agent reports having spent (ACP `Cost`)."""
+
+    amount: float
+    currency: str
+
+
 class Usage(_Event):
+    """Token use. From an ACP `usage_update`: `input_tokens` is the context's used tokens and
+    `output_tokens` 0 (the protocol's legacy shape), with `cost` when reported. From a prompt
+    response's `usage` (once per turn, before `turn_ended`): the turn's real counts, with
+    `total_tokens` (and the optional breakdowns) present. Absent fields were not reported."""
+
     event: Literal["usage"] = "usage"
     session: str
     input_tokens: int
     output_tokens: int
+    total_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    cost: Cost | None = None
 
 
 class ContextWindowEvent(_Event):

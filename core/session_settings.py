@@ -24,6 +24,7 @@ from core.outcomes import (
     ModeResult,
     PolicyResult,
 )
+from core.permissions import is_stricter
 from core.protocol import (
     ExecutionPolicy,
     ExecutionPolicyChanged,
@@ -74,6 +75,8 @@ class SessionSettings:
                 raise await self.engine.reject(error, terminal=False) from exc
             # The permission handler reads live.record.policy: it now holds the new pair.
             live.record = live.record.evolve(policy=policy)
+            if live.agent_grants and is_stricter(current, policy):
+                live.needs_acp_restart = True  # the agent's own grants must not outlive this
             await self.engine.emit(
                 ExecutionPolicyChanged(session=session_id, policy=policy, request_id=request_id)
             )

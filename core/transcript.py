@@ -129,6 +129,9 @@ def _carry_metadata(entry: TranscriptEntry, prior: ToolCallPart) -> TranscriptEn
         update["tool_kind"] = prior.tool_kind
     if terminal.agent_input is None and prior.agent_input is not None:
         update["agent_input"] = dict(prior.agent_input)
+    for name in ("content", "locations"):  # what the client reviews: the latest report wins
+        if getattr(terminal, name) is None and getattr(prior, name) is not None:
+            update[name] = getattr(prior, name)
     if not update:
         return entry
     return entry.model_copy(update={"part": terminal.model_copy(update=update)})

@@ -52,6 +52,7 @@ from core.protocol import (
     RunningState,
     SessionRefBlock,
     SessionTitleChanged,
+    StopReason,
     TurnEnded,
     TurnStarted,
 )
@@ -167,8 +168,9 @@ class TurnFlow:
         handler = self.engine.handler_for(live)
         rid = turn.request_id
         try:
-            agent = live.agent if live.agent_alive else None
+            agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
+                live.needs_acp_restart = live.agent_grants = False  # a new process holds none
                 agent = await self._revive(live)
             text = await self._compile_for_turn(live, doc, rid)
             acp_session = await self._ensure_acp_session(live, agent, rid)
@@ -187,6 +189,9 @@ class TurnFlow:
             await self._fail_turn(live, turn, "provider_error", error.message, error)
             return
         await handler.flush()
+        # An agent that winds down on our cancel may still say end_turn (OpenCode does).
+        if turn.cancel_requested and stop is StopReason.END_TURN:
+            stop = StopReason.CANCELLED
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
 
     async def _fail_turn(
@@ -326,6 +331,7 @@ class TurnFlow:
             if turn.parked:
                 turn.drain()
                 await commit_turn_state(self.engine.store, live)
+            turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)
         return CancelResult(session=session_id, cancelled=True)

@@ -26,9 +26,10 @@ from core.agents.updates import (
     TextChunk,
     ThoughtChunk,
     ToolCallUpdate,
+    TurnUsage,
     UsageUpdate,
 )
-from core.permissions import Decision, automatic_answer, decide
+from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
 from core.protocol import (
     AgentText,
     AgentThought,
@@ -86,9 +87,13 @@ class SessionHandler:
             self._live.record = self._live.record.evolve(context_window=window)
             record = self._live.record
 
+            cost = update.cost
+
             def write(uow: UnitOfWork) -> None:
                 uow.sessions.update(record, ("context_window",))
-                uow.emit(Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0))
+                uow.emit(
+                    Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
+                )
                 uow.emit(
                     ContextWindowEvent(
                         session=sid,
@@ -96,6 +101,20 @@ class SessionHandler:
                         context_window=window.context_window,
                     )
                 )
+
+        elif isinstance(update, TurnUsage):
+            usage = Usage(
+                session=sid,
+                input_tokens=update.input_tokens,
+                output_tokens=update.output_tokens,
+                total_tokens=update.total_tokens,
+                thought_tokens=update.thought_tokens,
+                cached_read_tokens=update.cached_read_tokens,
+                cached_write_tokens=update.cached_write_tokens,
+            )
+
+            def write(uow: UnitOfWork) -> None:
+                uow.emit(usage)
 
         elif isinstance(update, ConfigOptionsUpdate):
             options = update.options
@@ -153,7 +172,10 @@ class SessionHandler:
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:
             # Automatic decisions emit nothing and leave activity alone (§2.2).
-            return automatic_answer(decision, ask.options)
+            answer = automatic_answer(decision, ask.options)
+            if answer is not None or decision is Decision.DENY:
+                return answer
+            # Allowed, but the agent offers no one-shot allow: the user decides.
         await self.flush()  # earlier stream events precede the park in the log
         async with live.lock:
             turn = live.turn
@@ -181,12 +203,16 @@ class SessionHandler:
                 log.exception("could not park permission request for %s", live.id)
                 return None
         try:
-            return await reply
+            choice = await reply
         except asyncio.CancelledError:
             # The agent withdrew the request (it died or the connection closed): the input
             # must not stay actionable. A turn that is ending drains it anyway.
             await asyncio.shield(self._withdraw(turn, pending.input_id))
             raise
+        if grants_standing_permission(choice, ask.options):
+            # The user's own "always": a stricter policy later restarts the agent's session.
+            live.agent_grants = True
+        return choice
 
     async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
         live = self._live
@@ -208,9 +234,15 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 session=sid, text=text, transcript_seq=seq
             )
         case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
-            agent_input = update.agent_input
+            agent_input, content, locations = update.agent_input, update.content, update.locations
             part = ToolCallPart(
-                id=tool_id, title=title, status=status, tool_kind=kind, agent_input=agent_input
+                id=tool_id,
+                title=title,
+                status=status,
+                tool_kind=kind,
+                agent_input=agent_input,
+                content=content,
+                locations=locations,
             )
             return part, lambda seq: ToolCall(
                 session=sid,
@@ -220,6 +252,8 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 kind=kind,
                 agent_input=agent_input,
                 transcript_seq=seq,
+                content=content,
+                locations=locations,
             )
         case PlanUpdate(entries=entries):
             return PlanPart(entries=entries), lambda seq: PlanEvent(

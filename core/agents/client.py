@@ -25,6 +25,7 @@ from core.agents.translate import (
     parse_auth_methods,
     parse_config_options,
     parse_stop_reason,
+    parse_turn_usage,
     session_info,
 )
 from core.agents.updates import (
@@ -229,6 +230,9 @@ class AgentProcess:
         except AgentError:
             await self._delivered()
             raise
+        usage = parse_turn_usage(result)
+        if usage is not None:  # after every update of the turn, like the answer itself
+            self._updates.put_nowait(usage)
         await self._delivered()
         return parse_stop_reason(result)
 

@@ -23,23 +23,32 @@ from core.agents.updates import (
     TextChunk,
     ThoughtChunk,
     ToolCallUpdate,
+    TurnUsage,
     UsageUpdate,
 )
 from core.protocol import (
     AuthMethodInfo,
     ConfigChoice,
     ConfigOption,
+    Cost,
     ModeChoice,
     ModelChoice,
     ModelsState,
     ModesState,
     StopReason,
+    ToolContent,
+    ToolLocation,
 )
 
 logger = logging.getLogger(__name__)
 
 TOOL_MEMORY_LIMIT = 256
 DEFAULT_PERMISSION_TITLE = "Tool call"
+# Bounds on the tool-call content kept for review (per text field / per update / counts).
+MAX_CONTENT_FIELD_CHARS = 16_384
+MAX_CONTENT_CHARS = 65_536
+MAX_CONTENT_ITEMS = 32
+MAX_LOCATIONS = 64
 
 
 class InvalidParams(ValueError):
@@ -64,8 +73,9 @@ class UpdateTranslator:
     """Translates `session/update` payloads; remembers tool titles/kinds and the message id."""
 
     def __init__(self) -> None:
-        # toolCallId -> (last non-blank title, last kind); bounded, least recently updated out.
-        self._tools: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        # toolCallId -> (last non-blank title, last kind, kind inferred from title/raw input);
+        # bounded, least recently updated out.
+        self._tools: OrderedDict[str, tuple[str | None, str | None, str | None]] = OrderedDict()
         self._message_id: str | None = None
 
     def start_message(self) -> None:
@@ -77,6 +87,11 @@ class UpdateTranslator:
         entry = self._tools.get(tool_call_id)
         return entry[0] if entry else None
 
+    def remembered_kind(self, tool_call_id: str) -> str | None:
+        """The kind a tool call's updates reported, else the one their title/input suggest."""
+        entry = self._tools.get(tool_call_id)
+        return (entry[1] or entry[2]) if entry else None
+
     def translate(self, update: object) -> AgentUpdate | None:
         """Domain form of one `update` object, or None when §3.8 drops it."""
         if not isinstance(update, dict):
@@ -86,7 +101,7 @@ class UpdateTranslator:
             return self._text_chunk(update)
         if variant == "agent_thought_chunk":
             text = _text_of(update.get("content"))
-            if text is None:
+            if not text:  # an empty chunk carries nothing to store or show
                 return None
             self.start_message()
             return ThoughtChunk(text=text)
@@ -108,9 +123,9 @@ class UpdateTranslator:
             )
         if variant == "usage_update":
             used, size = _count(update.get("used")), _count(update.get("size"))
-            return (
-                UsageUpdate(used=used, size=size) if used is not None and size is not None else None
-            )
+            if used is None or size is None:
+                return None
+            return UsageUpdate(used=used, size=size, cost=parse_cost(update.get("cost")))
         if variant == "config_option_update":
             return ConfigOptionsUpdate(options=parse_config_options(update.get("configOptions")))
         if variant == "current_mode_update":
@@ -120,7 +135,7 @@ class UpdateTranslator:
 
     def _text_chunk(self, update: dict[str, Any]) -> TextChunk | None:
         text = _text_of(update.get("content"))
-        if text is None:
+        if not text:  # an empty chunk carries nothing to store or show
             return None
         acp_id = _non_blank(update.get("messageId"))
         if acp_id is not None:
@@ -136,10 +151,13 @@ class UpdateTranslator:
         self.start_message()
         title, kind = _non_blank(update.get("title")), _str(update.get("kind"))
         status = _str(update.get("status"))
-        known_title, known_kind = self._tools.pop(tool_id, (None, None))
-        self._tools[tool_id] = (title or known_title, kind or known_kind)
+        known_title, known_kind, known_guess = self._tools.pop(tool_id, (None, None, None))
+        guess = infer_kind(title, update.get("rawInput")) or known_guess
+        self._tools[tool_id] = (title or known_title, kind or known_kind, guess)
         while len(self._tools) > TOOL_MEMORY_LIMIT:
             self._tools.popitem(last=False)
+        content = parse_tool_content(update.get("content"))
+        locations = parse_locations(update.get("locations"))
         if is_update:
             return ToolCallUpdate(
                 id=tool_id,
@@ -147,6 +165,8 @@ class UpdateTranslator:
                 status=status or "in_progress",
                 kind=kind or known_kind,
                 agent_input=None,
+                content=content,
+                locations=locations,
             )
         return ToolCallUpdate(
             id=tool_id,
@@ -154,6 +174,8 @@ class UpdateTranslator:
             status=status or "pending",
             kind=kind,
             agent_input=project_agent_input(update.get("rawInput"), kind=kind, title=title),
+            content=content,
+            locations=locations,
         )
 
     def permission_ask(self, params: object) -> PermissionAsk:
@@ -181,9 +203,136 @@ class UpdateTranslator:
             or self.remembered_title(tool_id)
             or DEFAULT_PERMISSION_TITLE
         )
-        return PermissionAsk(
-            tool_call_id=tool_id, title=title, kind=_str(tool_call.get("kind")), options=options
+        # Claude Code asks without a kind; its tool_call for the same id said it (issue 10).
+        kind = (
+            _str(tool_call.get("kind"))
+            or self.remembered_kind(tool_id)
+            or infer_kind(_non_blank(tool_call.get("title")), tool_call.get("rawInput"))
         )
+        return PermissionAsk(tool_call_id=tool_id, title=title, kind=kind, options=options)
+
+
+# Tool names and title verbs that say what a tool does, lower-cased (first word of a title).
+_TITLE_KINDS: dict[str, str] = {
+    **dict.fromkeys(("write", "edit", "multiedit", "notebookedit", "patch", "apply"), "edit"),
+    **dict.fromkeys(("bash", "shell", "terminal", "run", "execute", "exec"), "execute"),
+    **dict.fromkeys(("read", "view", "cat", "open"), "read"),
+    **dict.fromkeys(("grep", "glob", "search", "find", "list", "ls"), "search"),
+    **dict.fromkeys(("fetch", "webfetch", "websearch"), "fetch"),
+    **dict.fromkeys(("delete", "remove", "rm"), "delete"),
+    **dict.fromkeys(("move", "rename", "mv"), "move"),
+}
+_EDIT_INPUT_KEYS = ("content", "old_string", "new_string", "oldString", "newString", "edits")
+_PATH_INPUT_KEYS = ("file_path", "filePath", "path", "notebook_path")
+
+
+def infer_kind(title: str | None, raw_input: object) -> str | None:
+    """An ACP tool kind suggested by a tool call's raw input, else its title; None if neither
+    says. Only for permission requests that carry no kind of their own."""
+    if isinstance(raw_input, dict):
+        if isinstance(raw_input.get("command"), str):
+            return "execute"
+        if any(key in raw_input for key in _EDIT_INPUT_KEYS):
+            return "edit"
+        if any(isinstance(raw_input.get(key), str) for key in _PATH_INPUT_KEYS):
+            return "read"
+        if isinstance(raw_input.get("pattern"), str) or isinstance(raw_input.get("query"), str):
+            return "search"
+        if isinstance(raw_input.get("url"), str):
+            return "fetch"
+    if title is None:
+        return None
+    if title.startswith("`"):
+        return "execute"  # Claude Code titles a shell command as the command in backticks
+    first = title.split(maxsplit=1)[0].lower().strip(":")
+    return _TITLE_KINDS.get(first)
+
+
+def parse_tool_content(raw: object) -> list[ToolContent] | None:
+    """A tool call's reviewable content (text, diffs, terminals), size-bounded; None when the
+    update does not report any. Non-text content blocks (images…) are not kept."""
+    if not isinstance(raw, list):
+        return None
+    items: list[ToolContent] = []
+    budget = MAX_CONTENT_CHARS
+    for item in raw[:MAX_CONTENT_ITEMS]:
+        if not isinstance(item, dict):
+            continue
+        variant = item.get("type")
+        if variant == "content":
+            text = _text_of(item.get("content"))
+            if text is None:
+                continue
+            kept, cut, budget = _bounded(text, budget)
+            items.append(ToolContent(type="text", text=kept, truncated=cut or None))
+        elif variant == "diff":
+            path, new = _str(item.get("path")), _str(item.get("newText"))
+            if path is None or new is None:
+                continue
+            new_kept, new_cut, budget = _bounded(new, budget)
+            old, old_cut = _str(item.get("oldText")), False
+            if old is not None:
+                old, old_cut, budget = _bounded(old, budget)
+            items.append(
+                ToolContent(
+                    type="diff",
+                    path=path,
+                    old_text=old,
+                    new_text=new_kept,
+                    truncated=(new_cut or old_cut) or None,
+                )
+            )
+        elif variant == "terminal" and _non_blank(item.get("terminalId")):
+            items.append(ToolContent(type="terminal", terminal_id=item["terminalId"]))
+    return items
+
+
+def _bounded(text: str, budget: int) -> tuple[str, bool, int]:
+    """`text` cut to the field limit and the remaining budget; (kept, cut?, budget left)."""
+    limit = max(0, min(MAX_CONTENT_FIELD_CHARS, budget))
+    if len(text) <= limit:
+        return text, False, budget - len(text)
+    return text[:limit], True, budget - limit
+
+
+def parse_locations(raw: object) -> list[ToolLocation] | None:
+    """A tool call's `locations` ({path, line?}); None when the update does not report any."""
+    if not isinstance(raw, list):
+        return None
+    return [
+        ToolLocation(path=item["path"], line=_count(item.get("line")))
+        for item in raw[:MAX_LOCATIONS]
+        if isinstance(item, dict) and _non_blank(item.get("path"))
+    ]
+
+
+def parse_cost(raw: object) -> Cost | None:
+    """A reported `cost` ({amount, currency}); None when absent or malformed."""
+    if not isinstance(raw, dict):
+        return None
+    amount, currency = raw.get("amount"), _non_blank(raw.get("currency"))
+    if isinstance(amount, bool) or not isinstance(amount, int | float) or currency is None:
+        return None
+    return Cost(amount=float(amount), currency=currency)
+
+
+def parse_turn_usage(result: object) -> TurnUsage | None:
+    """The `usage` of a `session/prompt` result, when the agent reports one."""
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = {key: _count(usage.get(key)) for key in ("inputTokens", "outputTokens")}
+    inp, out = counts["inputTokens"], counts["outputTokens"]
+    if inp is None or out is None:
+        return None
+    return TurnUsage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=_count(usage.get("totalTokens")),
+        thought_tokens=_count(usage.get("thoughtTokens")),
+        cached_read_tokens=_count(usage.get("cachedReadTokens")),
+        cached_write_tokens=_count(usage.get("cachedWriteTokens")),
+    )
 
 
 def _count(value: object) -> int | None:

@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from core.protocol import AuthMethodInfo, ConfigOption, ModelsState, ModesState
+from core.protocol import (
+    AuthMethodInfo,
+    ConfigOption,
+    Cost,
+    ModelsState,
+    ModesState,
+    ToolContent,
+    ToolLocation,
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,9 @@ class ToolCallUpdate:
     status: str
     kind: str | None
     agent_input: dict[str, str] | None
+    # Reviewable content and locations, when this update reports them (None: not reported).
+    content: list[ToolContent] | None = None
+    locations: list[ToolLocation] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,10 +58,23 @@ class PlanUpdate:
 
 @dataclass(frozen=True)
 class UsageUpdate:
-    """A `usage_update`: tokens in context and the context window size."""
+    """A `usage_update`: tokens in context, the context window size, the cost if reported."""
 
     used: int
     size: int
+    cost: Cost | None = None
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    """The `usage` of a `session/prompt` response: the turn's token counts."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int | None = None
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,7 @@ AgentUpdate: TypeAlias = (
     | ToolCallUpdate
     | PlanUpdate
     | UsageUpdate
+    | TurnUsage
     | ConfigOptionsUpdate
     | ModeUpdate
 )

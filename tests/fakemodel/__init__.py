@@ -1,0 +1,1 @@
+"""A fake model API (Anthropic Messages and OpenAI chat completions) for real-agent tests."""

@@ -1,0 +1,1 @@
+"""Tests with real coding agents (Claude Code, OpenCode) against a fake model."""

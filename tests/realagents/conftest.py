@@ -1,0 +1,59 @@
+"""Fixtures for tests with real coding agents: the fake model, one real c2 server per module
+(with `claude_code` and `opencode` pointed at the fake model), clients and an event stream.
+
+Skips (with the reason) only when node or the npm-installed agents are absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import C2Server, Client, EventStream
+from tests.fakemodel.server import FakeModel
+from tests.realagents.agents import missing_reason, write_providers
+
+
+@pytest.fixture(scope="module")
+def fake_model() -> Iterator[FakeModel]:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(f"real agents unavailable: {reason}")
+    model = FakeModel().start()
+    yield model
+    model.stop()
+
+
+@pytest.fixture(scope="module")
+def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Server]:
+    """One server per module; the agents' throwaway homes live beside its home."""
+    root = tmp_path_factory.mktemp("realagents")
+    server = C2Server(root / "c2home")
+    write_providers(server.home, root / "agent-homes", fake_model)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def client(c2: C2Server) -> AsyncIterator[Client]:
+    c = Client(c2)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+async def stream(client: Client) -> AsyncIterator[EventStream]:
+    """An open `GET /v1/events` past its welcome frame."""
+    async with EventStream(client) as s:
+        await s.frame()
+        yield s
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
