@@ -1,5 +1,6 @@
-"""Fixtures for tests with real coding agents: the fake model, one real c2 server per module
-(with `claude_code` and `opencode` pointed at the fake model), clients and an event stream.
+"""Fixtures for tests with real coding agents: the fake model, one real c2 server for the
+package (with `claude_code` and `opencode` pointed at the fake model; each test has its own
+session and project folder), clients and an event stream.
 
 Skips (with the reason) only when node or the npm-installed agents are absent.
 """
@@ -16,7 +17,7 @@ from tests.fakemodel.server import FakeModel
 from tests.realagents.agents import missing_reason, write_providers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def fake_model() -> Iterator[FakeModel]:
     reason = missing_reason()
     if reason is not None:
@@ -26,9 +27,9 @@ def fake_model() -> Iterator[FakeModel]:
     model.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Server]:
-    """One server per module; the agents' throwaway homes live beside its home."""
+    """One server for every real-agent test; the agents' throwaway homes live beside it."""
     root = tmp_path_factory.mktemp("realagents")
     server = C2Server(root / "c2home")
     write_providers(server.home, root / "agent-homes", fake_model)

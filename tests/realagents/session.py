@@ -108,7 +108,7 @@ class AgentSession:
 
     async def cancel(self) -> None:
         resp = await self.client.http.post(f"/v1/sessions/{self.id}/cancel", json={})
-        assert resp.status_code == 200, resp.text
+        assert resp.is_success and resp.json()["cancelled"] is True, resp.text
 
     async def transcript(self) -> dict[str, Any]:
         resp = await self.client.http.get(f"/v1/sessions/{self.id}/transcript")
