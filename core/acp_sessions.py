@@ -15,10 +15,12 @@ from core.protocol import (
     ConfigOption,
     ConfigOptions,
     Event,
+    ModeChoice,
     ModelChoice,
     Models,
     ModelsState,
     Modes,
+    ModesState,
 )
 from core.session import SessionRecord
 
@@ -51,6 +53,23 @@ def model_option(options: list[ConfigOption]) -> ConfigOption | None:
     return next((o for o in options if o.category == "model"), None)
 
 
+def mode_option(options: list[ConfigOption]) -> ConfigOption | None:
+    """The agent's session-mode config option (category "mode"), if it exposes one."""
+    return next((o for o in options if o.category == "mode"), None)
+
+
+def effective_modes(modes: ModesState | None, options: list[ConfigOption]) -> ModesState | None:
+    """What the session's mode picker offers: the agent's `modes`, else its mode config
+    option's choices (OpenCode reports build / plan only as a config option)."""
+    if modes is not None:
+        return modes
+    option = mode_option(options)
+    if option is None or not option.choices:
+        return None
+    choices = [ModeChoice(id=c.id, name=c.name, description=c.description) for c in option.choices]
+    return ModesState(available=choices, current=option.current)
+
+
 def effective_models(models: ModelsState | None, options: list[ConfigOption]) -> ModelsState | None:
     """What the session's model picker offers: the agent's `models`, else its model config
     option's choices (OpenCode reports the model only as a config option)."""
@@ -68,7 +87,7 @@ def adopt(record: SessionRecord, info: AcpSessionInfo) -> tuple[SessionRecord, l
     `models` / `modes` / `config_options` events announcing it."""
     options = info.config_options or record.config_options
     models = effective_models(info.models, options) or record.models
-    modes = info.modes or record.modes
+    modes = effective_modes(info.modes, options) or record.modes
     updated = record.evolve(
         acp_session_id=info.acp_session_id,
         models=models,
@@ -115,10 +134,16 @@ async def apply_model(
 async def apply_mode(
     agent: AgentProcess, acp_session: str, record: SessionRecord, mode_id: str
 ) -> SessionRecord:
-    """`session/set_mode`; returns the record with `mode_id` current."""
-    await agent.set_mode(acp_session, mode_id)
+    """Switch the agent's mode: through its mode config option when it has one, else
+    `session/set_mode`; returns the record with `mode_id` current."""
+    option = mode_option(record.config_options)
+    options = record.config_options
+    if option is not None:
+        options = await agent.set_config_option(acp_session, option.id, mode_id)
+    else:
+        await agent.set_mode(acp_session, mode_id)
     modes = record.modes.model_copy(update={"current": mode_id}) if record.modes else None
-    return record.evolve(modes=modes)
+    return record.evolve(modes=effective_modes(modes, options), config_options=options)
 
 
 def agent_failure(exc: AgentError, fallback: DomainError) -> DomainError:

@@ -8,7 +8,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from core.acp_sessions import apply_mode, apply_model, effective_models, model_option, state_events
+from core.acp_sessions import (
+    apply_mode,
+    apply_model,
+    effective_models,
+    mode_option,
+    model_option,
+    state_events,
+)
 from core.agents.updates import AgentError
 from core.errors import (
     DomainError,
@@ -152,7 +159,10 @@ class SessionSettings:
                     raise await self.engine.reject(error, terminal=False) from exc
             else:
                 record = live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
-            await self._persist(live, record, ("modes",))
+            changed_options = record.config_options != live.record.config_options
+            await self._persist(
+                live, record, ("modes",) + (("config_options",) if changed_options else ())
+            )
         return ModeResult(session=op.session, current=op.mode_id)
 
     async def _persist(
@@ -202,6 +212,10 @@ class SessionSettings:
             option = model_option(options)
             record = live.record.evolve(config_options=options)
             fields: tuple[str, ...] = ("config_options",)
+            if (modes_option := mode_option(options)) is not None and live.record.modes:
+                fields += ("modes",)
+                current = {"current": modes_option.current}
+                record = record.evolve(modes=live.record.modes.model_copy(update=current))
             if option is not None and option.current:
                 fields += ("model", "models")
                 models = live.record.models

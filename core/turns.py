@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from core.acp_sessions import effective_models, model_option
+from core.acp_sessions import effective_models, mode_option, model_option
 from core.activity import LiveTurn, ParkedInput, advance, next_sequence
 from core.agents.updates import (
     AgentUpdate,
@@ -127,6 +127,10 @@ class SessionHandler:
                     known.model_copy(update={"current": option.current}) if known else None,
                     options,
                 )
+            known_modes = self._live.record.modes
+            if (modes_option := mode_option(options)) is not None and known_modes is not None:
+                current = {"current": modes_option.current}
+                changes["modes"] = known_modes.model_copy(update=current)
             self._live.record = self._live.record.evolve(**changes)
             record = self._live.record
 
