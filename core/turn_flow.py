@@ -17,6 +17,8 @@ from core.acp_sessions import (
     agent_failure,
     apply_mode,
     apply_model,
+    mode_option,
+    model_option,
     open_new,
     restore,
     state_events,
@@ -266,13 +268,26 @@ class TurnFlow:
         if info is None:
             info = await open_new(agent, record)
         updated, _ = adopt(record, info)
-        if chosen_model and updated.current_model() != chosen_model:
+        # Re-apply what the session had chosen when the agent came back with something else, or
+        # did not say (a resume answer may omit models/modes): setting it again is harmless.
+        said_model = info.models is not None or model_option(info.config_options) is not None
+        said_mode = info.modes is not None or mode_option(info.config_options) is not None
+        if (
+            chosen_model
+            and record.models is not None
+            and (not said_model or updated.current_model() != chosen_model)
+        ):
             try:
                 updated = await apply_model(agent, info.acp_session_id, updated, chosen_model)
             except AgentError as exc:
                 await self._warn(live, rid, f"{chosen_model} wasn't accepted: {exc.message}")
-        offered = {m.id for m in updated.modes.available} if updated.modes else set()
-        if chosen_mode in offered and updated.modes and updated.modes.current != chosen_mode:
+        modes = updated.modes
+        offered = {m.id for m in modes.available} if modes is not None else set()
+        if (
+            modes is not None
+            and chosen_mode in offered
+            and (not said_mode or modes.current != chosen_mode)
+        ):
             try:
                 updated = await apply_mode(agent, info.acp_session_id, updated, chosen_mode)
             except AgentError as exc:
