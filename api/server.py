@@ -1,18 +1,23 @@
 """uvicorn, run our way: one worker, c2's shutdown order, and a start-up announcement.
 
 On shutdown the app drains first (ops refused, turns ended, agents closed, streams ended)
-so uvicorn's wait for open connections never hangs on an endless SSE stream.
+so uvicorn's wait for open connections never hangs on an endless SSE stream. A SIGTERM that
+led to a clean drain is a clean exit (status 0), not a death by the re-raised signal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 import uvicorn
 from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
 
+from api.routes.events import UnfinishedStreamFilter
 from api.services import Services
 from api.settings import Settings
 
@@ -25,6 +30,7 @@ class C2Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self.app, self.on_started = app, on_started
+        self.drained_cleanly = False
 
     @property
     def services(self) -> Services | None:
@@ -46,7 +52,19 @@ class C2Server(uvicorn.Server):
         services = self.services
         if services is not None:
             await services.drain()
+            self.drained_cleanly = True
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn re-raises the captured signals once served, so SIGTERM would end the process
+        # with status -15 even after a clean drain. SIGTERM is how c2 is asked to stop: once
+        # the drain completed it is not re-raised. SIGINT keeps uvicorn's behaviour.
+        with super().capture_signals():
+            yield
+            if self.drained_cleanly:
+                captured: list[int] = self._captured_signals
+                captured[:] = [sig for sig in captured if sig != signal.SIGTERM]
 
 
 def build_server(
@@ -72,6 +90,10 @@ def build_server(
         server_header=False,
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_seconds)),
     )
+    # After uvicorn.Config, which (re)configures uvicorn's loggers.
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
+        error_log.addFilter(UnfinishedStreamFilter())
     return C2Server(config, app, on_started)
 
 

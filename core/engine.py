@@ -30,6 +30,7 @@ from core.outcomes import (
     TranscriptPage,
     WorktreeDiscarded,
 )
+from core.processes import AgentRecords, end_orphans
 from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
@@ -82,6 +83,12 @@ class Engine:
         self.max_live_agents = max_live_agents
         self.live_sessions: dict[str, LiveSession] = {}
         self.handlers: dict[str, SessionHandler] = {}
+        # Sessions holding an agent slot: reserved before the spawn, released on close.
+        self._slots: set[LiveSession] = set()
+        self.process_records = AgentRecords(store)
+        # Agents detached from their session and still shutting down (deletion).
+        self._retiring: set[AgentProcess] = set()
+        self.agent_tasks = Supervisor("agent-close")
         self.turn_tasks = Supervisor("turn")
         self.lifecycle = SessionLifecycle(self)
         self.turns = TurnFlow(self)
@@ -102,6 +109,7 @@ class Engine:
                 uow.emit(SessionActivityChanged(session=rec.id, activity=rec.activity))
             return len(changed)
 
+        await end_orphans(self.store)
         recovered = await self.store.write(recover)
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
@@ -113,6 +121,8 @@ class Engine:
                 live.turn.drain()
         await self.turn_tasks.close()
         await asyncio.gather(*(self.close_agent(live) for live in self.live_sessions.values()))
+        await asyncio.gather(*(agent.close() for agent in list(self._retiring)))
+        await self.agent_tasks.close()
 
     # -- dispatch ------------------------------------------------------------------------------
 
@@ -195,38 +205,76 @@ class Engine:
 
     async def spawn_agent(self, live: LiveSession) -> AgentProcess:
         """Start the session's agent (capacity-checked); raises ProviderUnavailableError."""
-        await self.make_room()
         entry = self.providers.get(live.record.provider)
         entry.check_available()
+        await self.make_room()
+        # Reserved with no await since make_room's last count: concurrent spawns see it.
+        self._slots.add(live)
         try:
-            agent = await AgentProcess.start(entry.launch(live.record.cwd), self.handler_for(live))
+            agent = await AgentProcess.start(
+                entry.launch(live.record.cwd),
+                self.handler_for(live),
+                registry=self.process_records,
+            )
         except AgentError as exc:
+            self._slots.discard(live)
             failed = ProviderUnavailableError(
                 f"couldn't start provider {entry.display_name}: {exc}", session=live.id
             )
             raise agent_failure(exc, failed) from exc
+        except BaseException:
+            self._slots.discard(live)
+            raise
         self.providers.observe_auth(entry.key, methods=agent.auth_methods)
         live.agent, live.acp_session_id = agent, None
         return agent
 
+    def _occupied(self) -> list[LiveSession]:
+        """Slots in use: agents starting (reserved, no agent yet) or alive."""
+        return [live for live in self._slots if live.agent is None or live.agent.alive]
+
     async def make_room(self) -> None:
-        """Free an agent slot (closing the least recently used idle agent) or raise capacity."""
-        running = [live for live in self.live_sessions.values() if live.agent_alive]
-        if len(running) < self.max_live_agents:
-            return
-        idle = [live for live in running if live.turn is None]
-        if not idle:
-            raise CapacityError(f"all {self.max_live_agents} live agents are busy", retry_after=5)
-        evicted = min(idle, key=lambda live: live.last_used)
-        if evicted.agent is not None and evicted.acp_session_id is not None:
-            # Let the agent persist the session before it goes (it is resumed/loaded later).
-            await evicted.agent.close_session(evicted.acp_session_id)
-        await self.close_agent(evicted)
+        """Make sure a slot is free (closing the least recently used idle agents) or raise
+        capacity. Re-counts after each eviction, as other spawns may run meanwhile."""
+        while len(occupied := self._occupied()) >= self.max_live_agents:
+            idle = [live for live in occupied if live.agent_alive and live.turn is None]
+            if not idle:
+                raise CapacityError(
+                    f"all {self.max_live_agents} live agents are busy", retry_after=5
+                )
+            await self.close_agent(min(idle, key=lambda live: live.last_used))
 
     async def close_agent(self, live: LiveSession) -> None:
-        agent, live.agent, live.acp_session_id = live.agent, None, None
+        """End the session's agent (session/close first where supported) and free its slot."""
+        agent, acp_session = self.detach_agent(live)
         if agent is not None:
-            await agent.close()
+            await agent.close(acp_session_id=acp_session)
+
+    def detach_agent(self, live: LiveSession) -> tuple[AgentProcess | None, str | None]:
+        """Take the agent off the session and free its slot, synchronously."""
+        agent, acp_session = live.agent, live.acp_session_id
+        live.agent, live.acp_session_id = None, None
+        self._slots.discard(live)
+        return agent, acp_session
+
+    def retire_agent(self, live: LiveSession, grace: float) -> None:
+        """Detach the session's agent now and end it in the background (owned, awaited at
+        shutdown): session/close, stdin EOF, then TERM and KILL of its group within `grace`s."""
+        agent, acp_session = self.detach_agent(live)
+        if agent is not None:
+            self.retire(agent, acp_session, grace)
+
+    def retire(self, agent: AgentProcess, acp_session: str | None, grace: float) -> None:
+        """End a detached agent in the background (see retire_agent)."""
+        self._retiring.add(agent)
+
+        async def close() -> None:
+            try:
+                await agent.close(grace, acp_session_id=acp_session)
+            finally:
+                self._retiring.discard(agent)
+
+        self.agent_tasks.spawn(close(), name=f"agent-close-{agent.pid}")
 
     # -- new_session ---------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from core.engine import Engine
 
 log = logging.getLogger(__name__)
+DELETE_GRACE = 0.5  # per step when ending a deleted session's agent (EOF, then SIGTERM)
 
 
 class SessionLifecycle:
@@ -134,12 +135,16 @@ class SessionLifecycle:
         return record.snapshot()
 
     async def delete_session(self, session_id: str) -> None:
-        """Cancel a running turn, end the agent's process group, archive the session."""
+        """Cancel a running turn, end the agent's process group, archive the session.
+
+        The agent is ended in the background (session/close, EOF, TERM, KILL within about
+        1.5 s), so the answer never waits on an agent that ignores all but SIGKILL.
+        """
         live = await self.engine.load(session_id)
         if live.turn is not None:
             await self.engine.turns.cancel(session_id)
             await self.engine.turn_tasks.cancel(f"turn-{session_id}")
-        await self.engine.close_agent(live)
+        self.engine.retire_agent(live, DELETE_GRACE)
         async with live.lock:
             record = live.record.evolve(archived=True)
             await self.engine.store.write(lambda uow: uow.sessions.update(record, ("archived",)))

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.acp_sessions import (
     ADOPTED_FIELDS,
@@ -61,7 +61,7 @@ from core.protocol import (
 from core.session import SessionRecord
 from core.store.database import UnitOfWork
 from core.transcript import referenced_chat_context
-from core.turns import commit_activity, commit_turn_state
+from core.turns import SessionHandler, commit_activity, commit_turn_state
 from core.worktrees import (
     validate_worktree_async,
 )
@@ -70,6 +70,10 @@ if TYPE_CHECKING:
     from core.engine import Engine
 
 log = logging.getLogger(__name__)
+# How long an agent may take to honour session/cancel before c2 ends the turn `cancelled`
+# itself and restarts the agent (it is revived on the next prompt).
+CANCEL_GRACE_SECONDS = 5.0
+CANCEL_CLOSE_GRACE = 1.0  # per step when ending that agent (EOF, then SIGTERM)
 DISCARDED = (
     "session worktree was permanently discarded; start a new session from the source project"
 )
@@ -78,6 +82,8 @@ DISCARDED = (
 class TurnFlow:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._escalations: set[str] = set()  # turn ids with a cancel deadline running
+        self._tasks: dict[str, asyncio.Task[Any]] = {}  # turn id -> its running task
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
         rid = op.request_id
@@ -110,7 +116,11 @@ class TurnFlow:
                 raise await self.engine.reject(error, terminal=True) from exc
             turn.accepted = True
         live.touch()
-        self.engine.turn_tasks.spawn(self._run_turn(live, turn, op.doc), name=f"turn-{live.id}")
+        task = self.engine.turn_tasks.spawn(
+            self._run_turn(live, turn, op.doc), name=f"turn-{live.id}"
+        )
+        self._tasks[turn.turn_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
         return PromptAccepted(
             session=live.id, request_id=rid, turn_id=turn.turn_id, transcript_seq=seq
         )
@@ -178,11 +188,11 @@ class TurnFlow:
             acp_session = await self._ensure_acp_session(live, agent, rid)
             stop = await agent.prompt(acp_session, text)
         except asyncio.CancelledError:
-            await handler.flush()
+            await self._flush(handler)
             await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
             raise
         except (AgentError, DomainError) as exc:
-            await handler.flush()
+            await self._flush(handler)
             if isinstance(exc, AgentError):
                 self.engine.providers.observe_auth(live.record.provider, required=exc.auth_required)
                 error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
@@ -190,11 +200,25 @@ class TurnFlow:
                 error = exc
             await self._fail_turn(live, turn, "provider_error", error.message, error)
             return
-        await handler.flush()
+        except Exception as exc:  # MemoryError and any bug: the turn must still end
+            log.exception("turn of session %s failed unexpectedly", live.id)
+            await self._flush(handler)
+            message = f"turn failed: internal error ({type(exc).__name__})"
+            await self._fail_turn(live, turn, "provider_error", message)
+            return
+        await self._flush(handler)
         # An agent that winds down on our cancel may still say end_turn (OpenCode does).
         if turn.cancel_requested and stop is StopReason.END_TURN:
             stop = StopReason.CANCELLED
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
+
+    @staticmethod
+    async def _flush(handler: SessionHandler) -> None:
+        """Commit what the agent said so far; a failure here must not keep the turn open."""
+        try:
+            await handler.flush()
+        except Exception:
+            log.exception("could not flush the agent's last updates")
 
     async def _fail_turn(
         self,
@@ -349,7 +373,35 @@ class TurnFlow:
             turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)
+        if turn.turn_id not in self._escalations:
+            self._escalations.add(turn.turn_id)
+            self.engine.turn_tasks.spawn(
+                self._escalate_cancel(live, turn), name=f"cancel-{session_id}"
+            )
         return CancelResult(session=session_id, cancelled=True)
+
+    async def _escalate_cancel(self, live: LiveSession, turn: LiveTurn) -> None:
+        """A cancel the agent ignores: after the grace period end the turn `cancelled` and
+        restart the agent (closed now, revived on the next prompt)."""
+        try:
+            await asyncio.sleep(CANCEL_GRACE_SECONDS)
+            if live.turn is not turn:
+                return  # the agent honoured the cancel (or the turn ended otherwise)
+            # Detached before the turn ends, so a next prompt can't reuse the stuck agent; the
+            # turn task then fails on the closed connection as a stale owner (no second end).
+            agent, acp_session = self.engine.detach_agent(live)
+            if agent is not None:
+                log.warning("agent of session %s ignored cancel; restarting it", live.id)
+                self.engine.retire(agent, acp_session, CANCEL_CLOSE_GRACE)
+            ended = TurnEnded(session=live.id, stop_reason=StopReason.CANCELLED)
+            await self._end_turn(live, turn, IdleState(), ended)
+            # The task may not even have reached the agent (a slow start): it must not go on
+            # to prompt after its turn ended. Cancelled now, it finds its turn ended already.
+            task = self._tasks.get(turn.turn_id)
+            if task is not None:
+                task.cancel()
+        finally:
+            self._escalations.discard(turn.turn_id)
 
     async def answer_permission(self, op: AnswerPermissionOp) -> AnswerResult:
         live = self.engine.live_sessions.get(op.session)

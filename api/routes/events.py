@@ -2,15 +2,20 @@
 
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
-heartbeat) under sse-starlette (send timeout, disconnect detection, header defaults).
+heartbeat) under sse-starlette (send timeout, disconnect detection, header defaults). A client
+that stops reading is dropped after the send timeout with one log line, no traceback.
 """
 
 from __future__ import annotations
 
+import logging
+from contextvars import ContextVar
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Receive, Scope, Send
 
 from api.authn import Credentials, ServicesDep
 from api.openapi import Responses, problems
@@ -20,6 +25,37 @@ from core.store.devices import Device
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1
+log = logging.getLogger(__name__)
+# Set in the connection's task when its stream was dropped for a send timeout: the server's
+# "returned without completing response" line for it is then redundant (UnfinishedStreamFilter).
+_DROPPED: ContextVar[bool] = ContextVar("c2_stream_dropped", default=False)
+UNFINISHED = "ASGI callable returned without completing response."
+
+
+class EventStreamResponse(EventSourceResponse):
+    """sse-starlette's response, dropping a client that stops reading quietly."""
+
+    def __init__(self, *args: object, device_id: str, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.device_id = device_id
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            _DROPPED.set(True)
+            log.warning(
+                "event stream of device %s dropped: the client read nothing for %g s",
+                self.device_id,
+                self.send_timeout,
+            )
+
+
+class UnfinishedStreamFilter(logging.Filter):
+    """Drops uvicorn's unfinished-response error for a stream already logged as dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_DROPPED.get() and record.getMessage() == UNFINISHED)
 
 
 _STREAM: Responses = {
@@ -63,8 +99,9 @@ async def events(
         backlog=settings.stream_backlog,
         ping=settings.ping_seconds,
     )
-    return EventSourceResponse(
+    return EventStreamResponse(
         stream.frames(),
+        device_id=device.id,
         ping=0,  # EventStream sends `: ping` itself
         sep="\n",
         send_timeout=settings.send_timeout_seconds,

@@ -2,7 +2,9 @@
 
 Spawns the agent in its own process group, speaks JSON-RPC through the SDK's `Connection`,
 delivers translated updates to the engine's `AgentHandler` in order, and guarantees that a
-dying agent fails the in-flight request promptly and that `close()` leaves no process behind.
+dying agent fails the in-flight request promptly (its whole process group ended at once), that
+`close()` leaves no process behind even when cancelled, and that a `ProcessRegistry` hears of
+every spawned group and of its end (so a crashed c2's successor can end what it left).
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
-from core.agents.stdio import NdjsonStdio, StderrTail, spawn, terminate_group
+from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
 from core.agents.translate import (
     InvalidParams,
     UpdateTranslator,
@@ -55,6 +57,7 @@ __all__ = [
     "ModeUpdate",
     "PermissionAsk",
     "PlanUpdate",
+    "ProcessRegistry",
     "TextChunk",
     "ThoughtChunk",
     "ToolCallUpdate",
@@ -67,7 +70,7 @@ PROTOCOL_VERSION = 1
 INITIALIZE_TIMEOUT = 30.0
 EXIT_DRAIN_GRACE = 0.5  # after exit, how long trailing output may take to arrive
 CANCEL_SEND_TIMEOUT = 5.0
-CLOSE_SESSION_TIMEOUT = 1.0  # session/close is a courtesy: never hold an eviction for long
+CLOSE_SESSION_TIMEOUT = 0.5  # session/close is a courtesy before ending the process
 STDERR_SETTLE = 0.1  # after a failed request, how long its stderr may take to arrive
 AUTH_REQUIRED = -32000  # ACP's "authentication required" JSON-RPC error code
 CLIENT_CAPABILITIES: dict[str, Any] = {
@@ -86,20 +89,35 @@ class LaunchSpec:
     cwd: str
 
 
+class ProcessRegistry(Protocol):
+    """Told of each agent process group: right after spawn, and once it is gone."""
+
+    async def spawned(self, pid: int) -> None:
+        """The leader `pid` (also its process group id) was just started."""
+
+    async def gone(self, pid: int) -> None:
+        """The group of leader `pid` was ended."""
+
+
 class AgentProcess:
     """One live agent subprocess and its ACP connection. Build with `AgentProcess.start`."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, exited: asyncio.Event, handler: AgentHandler
+        self,
+        process: asyncio.subprocess.Process,
+        exited: asyncio.Event,
+        handler: AgentHandler,
+        registry: ProcessRegistry | None = None,
     ) -> None:
         assert process.stdin and process.stdout and process.stderr
         self._process = process
         self._exited = exited
         self._handler = handler
+        self._registry = registry
         self.pid: int = process.pid
         self.supports_load_session = False
         self.supports_resume = False
-        self.supports_close = False
+        self.supports_close_session = False
         self.mcp_http = False
         self.mcp_sse = False
         self.auth_methods: tuple[AuthMethodInfo, ...] = ()
@@ -125,6 +143,7 @@ class AgentProcess:
         handler: AgentHandler,
         *,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
+        registry: ProcessRegistry | None = None,
     ) -> AgentProcess:
         """Spawn the agent and run ACP `initialize`; raises AgentError on either failing."""
         if not await asyncio.to_thread(os.path.isdir, spec.cwd):
@@ -137,8 +156,9 @@ class AgentProcess:
             raise AgentError(f"command not executable: {spec.command}") from None
         except OSError as exc:
             raise AgentError(f"couldn't start {spec.command}: {exc.strerror or exc}") from None
-        agent = cls(process, protocol.exited, handler)
+        agent = cls(process, protocol.exited, handler, registry)
         try:
+            await agent._announce()
             try:
                 async with asyncio.timeout(initialize_timeout):
                     await agent._initialize()
@@ -166,7 +186,7 @@ class AgentProcess:
         session_caps = caps.get("sessionCapabilities")
         session_caps = session_caps if isinstance(session_caps, dict) else {}
         self.supports_resume = isinstance(session_caps.get("resume"), dict)
-        self.supports_close = isinstance(session_caps.get("close"), dict)
+        self.supports_close_session = isinstance(session_caps.get("close"), dict)
         mcp = caps.get("mcpCapabilities")
         mcp = mcp if isinstance(mcp, dict) else {}
         self.mcp_http, self.mcp_sse = mcp.get("http") is True, mcp.get("sse") is True
@@ -210,16 +230,6 @@ class AgentProcess:
         """`session/set_mode`."""
         params = {"sessionId": acp_session_id, "modeId": mode_id}
         await self._request("session/set_mode", params, step="session/set_mode")
-
-    async def close_session(self, acp_session_id: str) -> None:
-        """`session/close` when advertised, bounded; never raises (the agent may be gone)."""
-        if not self.supports_close or not self.alive:
-            return
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                self._conn.send_request("session/close", {"sessionId": acp_session_id}),
-                CLOSE_SESSION_TIMEOUT,
-            )
 
     async def prompt(self, acp_session_id: str, text: str) -> StopReason:
         """Run one turn; returns after every update that preceded the answer was delivered."""
@@ -266,23 +276,62 @@ class AgentProcess:
             not self._closing and self._process.returncode is None and not self._stdio.eof.is_set()
         )
 
-    async def close(self, grace: float = 2.0) -> None:
-        """Close stdin, wait `grace`, SIGTERM then SIGKILL the whole process group. Idempotent."""
+    async def close(self, grace: float = 2.0, *, acp_session_id: str | None = None) -> None:
+        """End the agent: `session/close` for `acp_session_id` where the agent supports it,
+        close stdin, wait `grace`, SIGTERM then SIGKILL the whole process group. Idempotent.
+
+        Cancelled midway, it SIGKILLs the group before unwinding: never a process left behind.
+        """
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
         try:
+            if acp_session_id is not None and self.supports_close_session and self.alive_process:
+                await self._close_session(acp_session_id)
             await self._conn.close()  # fails outstanding requests, closes the agent's stdin
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._exited.wait(), grace)
             # Even after the leader left, its children may still be running in the group.
             await terminate_group(self.pid, self._exited, grace)
+        except BaseException:
+            signal_group(self.pid, signal.SIGKILL)
+            raise
         finally:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._closed.set()
+        await self._forget()
+
+    @property
+    def alive_process(self) -> bool:
+        """True while the leader process has not exited (even while closing)."""
+        return self._process.returncode is None and not self._exited.is_set()
+
+    async def _close_session(self, acp_session_id: str) -> None:
+        """`session/close`, bounded; a refusal or silence only means we escalate sooner."""
+        try:
+            async with asyncio.timeout(CLOSE_SESSION_TIMEOUT):
+                await self._conn.send_request("session/close", {"sessionId": acp_session_id})
+        except (TimeoutError, RequestError, OSError) as exc:
+            logger.debug("session/close to agent %d: %r", self.pid, exc)
+
+    async def _announce(self) -> None:
+        if self._registry is None:
+            return
+        try:
+            await self._registry.spawned(self.pid)
+        except Exception:
+            logger.exception("could not record agent process %d", self.pid)
+
+    async def _forget(self) -> None:
+        if self._registry is None:
+            return
+        try:
+            await self._registry.gone(self.pid)
+        except Exception:
+            logger.exception("could not forget agent process %d", self.pid)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -334,6 +383,12 @@ class AgentProcess:
 
     async def _watch_exit(self) -> None:
         await self._exited.wait()
+        orphaned = not self._closing
+        if orphaned:
+            # The leader is gone: whatever it started goes with it, at once (close() would
+            # only come with the next prompt or the session's deletion). Its output already
+            # in the pipes is still read below.
+            signal_group(self.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(EXIT_DRAIN_GRACE):
                 await self._stdio.eof.wait()
@@ -343,6 +398,8 @@ class AgentProcess:
             logger.info("agent %d exited with %s", self.pid, self._process.returncode)
         # A grandchild may hold stdout open, so EOF alone can't be relied on to fail requests.
         await self._conn.close()
+        if orphaned:
+            await self._forget()
 
     def _take_update(self, update: object, replay: bool) -> None:
         # Runs inside the receive loop, in wire order (see NdjsonStdio).

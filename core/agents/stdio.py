@@ -1,7 +1,8 @@
 """The agent subprocess and its newline-delimited JSON stdio, below the SDK's JSON-RPC layer.
 
-Owns spawning (own process group, big line limit), exit detection that does not depend on the
-pipes closing (a grandchild may hold stdout open), process-group termination, and the framing.
+Owns spawning (own process group, big line limit, killed with the server on Linux), exit
+detection that does not depend on the pipes closing (a grandchild may hold stdout open),
+process-group termination, and the framing.
 `session/update` notifications are taken off the stream synchronously, in arrival order.
 """
 
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +25,40 @@ LINE_LIMIT = 64 * 1024 * 1024  # agents send single JSON lines well over 1 MiB
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
 ERROR_TAIL_LINES = 20
+PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's prctl, resolved once here: the child between fork and exec must not load it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A preexec hook giving the agent leader SIGKILL when the spawning thread dies (Linux).
+
+    It survives exec. The getppid check closes the race where c2 died before the prctl.
+    """
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -43,7 +80,11 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 async def spawn(
     command: str, args: list[str], env: dict[str, str], cwd: str
 ) -> tuple[asyncio.subprocess.Process, AgentProtocol]:
-    """Start `command` in its own session/process group with piped stdio. No shell."""
+    """Start `command` in its own session/process group with piped stdio. No shell.
+
+    On Linux the leader also dies with c2 (parent-death signal); its own children cannot be
+    covered that way, the start-up sweep of recorded groups ends them (core/processes.py).
+    """
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         lambda: AgentProtocol(LINE_LIMIT, loop),
@@ -55,6 +96,7 @@ async def spawn(
         env=env,
         cwd=cwd,
         start_new_session=True,
+        preexec_fn=_die_with_parent(os.getpid()),
     )
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 

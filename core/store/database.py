@@ -22,6 +22,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event
 
 from core.protocol import Event
+from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
 from core.store.events import CommittedEvent, EventLog, encode_event
 from core.store.idempotency import IdempotencyRepository
@@ -53,6 +54,7 @@ class UnitOfWork:
         self.parts = PartRepository(conn, part_seqs, buffer)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
+        self.agent_processes = AgentProcessRepository(conn)
         self.committed: list[CommittedEvent] = []
         self._buffer = buffer
         self._queued: list[tuple[int, str | None, str]] = []
@@ -79,6 +81,7 @@ class ReadUnit:
         self.parts = PartRepository(conn)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
+        self.agent_processes = AgentProcessRepository(conn)
 
 
 @dataclass

@@ -87,3 +87,21 @@ class IdempotencyRow(SQLModel, table=True):
     status: int
     body_json: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+class AgentProcessRow(SQLModel, table=True):
+    """A live agent process group started by this home's server (issue: orphans after a crash).
+
+    `start_time` is the leader's start in clock ticks since boot (/proc/<pid>/stat field 22)
+    and `boot_id` the kernel's boot id: together with `pid` they name one process for ever,
+    so a recorded group is only ended when it is provably the one c2 started.
+    """
+
+    __tablename__ = "agent_processes"
+
+    pid: int = Field(primary_key=True)
+    pgid: int
+    start_time: int = Field(sa_column=Column(BigInteger, nullable=False))
+    boot_id: str = Field(max_length=64)
+    session_id: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))

@@ -3,17 +3,18 @@
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
 /text s, /chunks N, /stamped N [rate], /think s, /plan a|b|c, /tool id kind status title,
 /agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang,
-/ignore-cancel, /crash, /bigline N,
+/ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
 /request method, /mode id (a current_mode_update), /stderr-fail text (text on stderr, then an
 internal error). Env: SCRIPTED_AGENT_LOAD=0|1, SCRIPTED_AGENT_LOG=path (JSON line per inbound
 message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a sleeping grandchild holding stdout; pid in the log),
-SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_MODES=1 (Claude Code's
-session modes), SCRIPTED_AGENT_RESUME=1 (advertises session/resume and session/close),
-SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities), SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as
-a config option, like OpenCode), SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers
-"authentication required"), SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on
-session/new).
+SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
+(advertises `sessionCapabilities.close`; the request is logged and answered),
+SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (advertises
+session/resume and session/close), SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities),
+SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as a config option, like OpenCode),
+SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers "authentication required"),
+SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import acp
 from acp.exceptions import RequestError
 
 from core.agents.agent_side import AgentPeer
@@ -121,6 +123,8 @@ class ScriptedAgent(DemoAgent):
         }
         if self.with_resume:
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
+        elif os.environ.get("SCRIPTED_AGENT_SESSION_CLOSE") == "1":
+            caps["sessionCapabilities"] = {"close": {}}
         return {
             "protocolVersion": 1,
             "agentCapabilities": caps,
@@ -285,6 +289,25 @@ class ScriptedAgent(DemoAgent):
         await self.say(turn, "crashing")
         await self.peer.flush()
         os._exit(3)
+
+    async def do_flood(self, turn: Turn, arg: str) -> str:
+        """`/flood [delay_ms]`: 4 KiB chunks as fast as stdout takes them, until cancelled, so
+        a pipe nobody reads fills and the agent blocks writing. Logs its progress per 64 KiB."""
+        self.log({"event": "flood", "agent_pid": os.getpid(), "written": 0})
+        if arg:
+            await asyncio.sleep(int(arg) / 1000)
+        chunk = acp.update_agent_message_text("f" * 4096)
+        written = 0
+        while not turn.cancelled.is_set():
+            await self.peer.update(turn.session.id, chunk)
+            written += 1
+            if written % 16 == 0:
+                self.log({"event": "flood", "agent_pid": os.getpid(), "written": written})
+        return "cancelled"
+
+    async def do_pid(self, turn: Turn, arg: str) -> None:
+        self.log({"event": "pid", "agent_pid": os.getpid()})
+        await self.say(turn, f"pid={os.getpid()}")
 
     async def do_bigline(self, turn: Turn, arg: str) -> None:
         await self.say(turn, "x" * int(arg))

@@ -1,7 +1,7 @@
 """Agent sessions: ACP session modes and the session's MCP servers (kept for revival).
 
 Revision ID: 0004_agent_sessions
-Revises: 0002_auth
+Revises: 0003_agent_processes
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004_agent_sessions"
-down_revision = "0002_auth"
+down_revision = "0003_agent_processes"
 branch_labels = None
 depends_on = None
 

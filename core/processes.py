@@ -1,0 +1,64 @@
+"""Agent process records in the store: written per spawn, swept at start-up.
+
+Every agent group is recorded (pid = pgid, leader start time, boot id) right after spawn and
+forgotten once ended. A server killed with SIGKILL forgets nothing, so the next server on the
+same store ends whatever of those groups still runs (core/agents/reaper.py decides what is
+provably ours), then clears the records, before any agent of its own is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core.agents.reaper import boot_id, end_orphaned_group, read_stat
+from core.store.agent_processes import AgentProcessRecord
+from core.store.database import Store, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+
+class AgentRecords:
+    """The engine's `ProcessRegistry`: one row per live agent group, keyed by leader pid."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._boot = boot_id()
+        self._start_times: dict[int, int] = {}
+
+    async def spawned(self, pid: int) -> None:
+        stat = read_stat(pid)
+        if stat is None:
+            return  # already gone: nothing can outlive it unrecorded but its group, ended on exit
+        self._start_times[pid] = stat.start_time
+        record = AgentProcessRecord(pid, stat.pgid, stat.start_time, self._boot)
+        await self._store.write(lambda uow: uow.agent_processes.add(record))
+
+    async def gone(self, pid: int) -> None:
+        start_time = self._start_times.pop(pid, None)
+        if start_time is not None:
+            await self._store.write(lambda uow: uow.agent_processes.remove(pid, start_time))
+
+
+def clear(uow: UnitOfWork) -> None:
+    uow.agent_processes.clear()
+
+
+async def end_orphans(store: Store) -> int:
+    """End the agent groups a previous server left running, then clear every record."""
+
+    records = await store.read(lambda r: r.agent_processes.list())
+    hit = 0
+    for rec in records:
+        hit += await asyncio.to_thread(
+            end_orphaned_group, rec.pid, rec.pgid, rec.start_time, rec.boot_id
+        )
+    if records:
+        await store.write(clear)
+    if hit:
+        log.warning(
+            "ended %d process(es) left by agents of a previous c2 (%d group(s) recorded)",
+            hit,
+            len(records),
+        )
+    return hit

@@ -1,0 +1,60 @@
+"""Agent process records: which agent process groups this home's server has running.
+
+Written when an agent is spawned and deleted once its group is gone; read once at start-up
+to end the groups a crashed predecessor left behind (core/agents/reaper.py decides which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, delete, insert, select
+
+from core.session import utcnow
+from core.store.tables import AgentProcessRow
+
+_PROCS = AgentProcessRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class AgentProcessRecord:
+    pid: int
+    pgid: int
+    start_time: int
+    boot_id: str
+    session_id: str | None = None
+
+
+class AgentProcessRepository:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def add(self, record: AgentProcessRecord) -> None:
+        """Record a spawned agent (replacing a stale row for a reused pid)."""
+        self._conn.execute(delete(_PROCS).where(_PROCS.c.pid == record.pid))
+        self._conn.execute(
+            insert(_PROCS).values(
+                pid=record.pid,
+                pgid=record.pgid,
+                start_time=record.start_time,
+                boot_id=record.boot_id,
+                session_id=record.session_id,
+                created_at=utcnow(),
+            )
+        )
+
+    def remove(self, pid: int, start_time: int) -> None:
+        """Forget one agent whose group is gone (a newer row for a reused pid stays)."""
+        self._conn.execute(
+            delete(_PROCS).where(_PROCS.c.pid == pid, _PROCS.c.start_time == start_time)
+        )
+
+    def list(self) -> list[AgentProcessRecord]:
+        rows = self._conn.execute(select(_PROCS).order_by(_PROCS.c.pid)).all()
+        return [
+            AgentProcessRecord(r.pid, r.pgid, r.start_time, r.boot_id, r.session_id) for r in rows
+        ]
+
+    def clear(self) -> int:
+        result = self._conn.execute(delete(_PROCS))
+        return int(result.rowcount or 0)
