@@ -46,7 +46,8 @@ test: lint typecheck $(NPM_STAMP)
 openapi: $(STAMP)
 	$(BIN)/c2 openapi > openapi/openapi.json
 
-bench: $(STAMP)
+bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.events
 	$(BIN)/python -m bench.turns
 	$(BIN)/python -m bench.transcript
+	$(BIN)/python -m bench.agent_latency

@@ -15,15 +15,20 @@ from starlette.middleware.cors import CORSMiddleware
 
 from api.authn import single_valued_query
 from api.errors import install_error_handlers
+from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.openapi import API_VERSION, TITLE, install_openapi
 from api.routes import auth, catalog, events, health, ops, sessions
 from api.services import EngineFactory, Services, default_engine
 from api.settings import Settings
+from api.stream import StreamSlots
 
 
 def create_app(settings: Settings, *, engine_factory: EngineFactory = default_engine) -> FastAPI:
     """A new app for `settings`; its Services start with the lifespan."""
+    if any(origin.strip() == "*" for origin in settings.allow_origins):
+        # A wildcard would let any web page drive the API with a bearer it obtained.
+        raise ValueError("--allow-origin '*' is refused: name each origin")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -52,11 +57,16 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         dependencies=[Depends(single_valued_query)],
         docs_url=None,
         redoc_url=None,
+        # A slash redirect builds its Location from the Host header (any Host under
+        # --allow-host '*'); c2's routes have one spelling, so none is reflected anywhere.
+        redirect_slashes=False,
     )
+    app.state.stream_slots = StreamSlots(settings.max_streams_per_device)
     for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
         app.include_router(router)
     app.include_router(events.router)
     install_error_handlers(app)
+    app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:
         app.add_middleware(
             CORSMiddleware,

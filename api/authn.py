@@ -1,7 +1,8 @@
 """Request dependencies: the app's Services and the authenticated device (API.md §2).
 
 Every /v1 route except `POST /v1/pair` depends on `current_device`; the SSE route also takes
-a single-use `?ticket=` because EventSource cannot send headers.
+a single-use `?ticket=` because EventSource cannot send headers. Credentials are verified by
+api.guard.RequestGuard before the route runs; `current_device` picks up its verdict.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import RequestInvalidError
+from api.guard import DEVICE_KEY
 from api.services import Services
 from core.auth import UnauthorizedError
 from core.store.devices import Device
@@ -31,8 +33,14 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def current_device(services: ServicesDep, credentials: Credentials) -> Device:
-    """The device whose bearer authorizes this request; 401 problem otherwise."""
+async def current_device(
+    request: Request, services: ServicesDep, credentials: Credentials
+) -> Device:
+    """The device whose bearer (or, for the stream, ticket) authorizes this request, as
+    verified by the RequestGuard before the body was read; 401 problem otherwise."""
+    verified = request.scope.get("state", {}).get(DEVICE_KEY)
+    if isinstance(verified, Device):
+        return verified
     if credentials is None or not credentials.credentials:
         raise UnauthorizedError("an `Authorization: Bearer <bearer>` header is required")
     return await services.auth.authenticate(credentials.credentials)

@@ -25,6 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     from api.app import create_app
     from api.server import C2Server, build_server, url_host
+    from api.services import StartupError, preflight
 
     settings = Settings.build(
         home=args.home,
@@ -33,8 +34,18 @@ def _serve(args: argparse.Namespace) -> int:
         allow_hosts=args.allow_host,
         allow_origins=args.allow_origin,
     )
+    try:
+        # Held until the process exits; the server's own start re-enters this claim.
+        home_claim = preflight(settings)
+    except StartupError as exc:
+        print(f"c2: {exc}", file=sys.stderr, flush=True)
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ValueError as exc:  # a refused --allow-host / --allow-origin: one clear line
+        print(f"c2: {exc}", file=sys.stderr, flush=True)
+        return 2
 
     async def announce(server: C2Server) -> None:
         services = server.services
@@ -51,6 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     build_server(app, settings, on_started=announce).run()
+    home_claim.release()
     return 0
 
 
@@ -59,7 +71,7 @@ def _pair(args: argparse.Namespace) -> int:
     from core.store.database import Store
 
     settings = Settings.build(home=args.home)
-    prepare_home(settings.home)
+    prepare_home(settings.home, create_database=settings.database_in_home)
     store = Store(settings.database_url)
     try:
         store.migrate()

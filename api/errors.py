@@ -149,8 +149,9 @@ def json_bytes(value: Any) -> bytes:
 
 def header_text(value: str) -> str:
     """`value` as an HTTP header value: printable ASCII as is, anything else percent-encoded
-    UTF-8 (RFC 3986), so a client-chosen id never breaks the response."""
-    if value.isascii() and value.isprintable():
+    UTF-8 (RFC 3986), so a client-chosen id never breaks the response. Edge whitespace is
+    encoded too: HTTP forbids it at either end of a field value."""
+    if value.isascii() and value.isprintable() and value == value.strip():
         return value
     return quote(value.encode("utf-8", "surrogatepass"), safe="".join(_PRINTABLE_NO_PERCENT))
 

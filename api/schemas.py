@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from core.protocol import (
     AnswerPermissionOp,
@@ -26,7 +26,29 @@ from core.protocol import (
     SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
+    SkillBlock,
+    TextBlock,
 )
+
+# What one prompt document may carry in total (text blocks plus skill parameters), whatever
+# the body limit allows: bounds the stored prompt, the compiled prompt and the agent's input.
+MAX_PROMPT_CHARS = 1_000_000
+
+
+def _bounded_doc(doc: Doc) -> Doc:
+    total = 0
+    for block in doc:
+        if isinstance(block, TextBlock):
+            total += len(block.text)
+        elif isinstance(block, SkillBlock):
+            total += sum(len(k) + len(v) for k, v in block.params.items())
+    if total > MAX_PROMPT_CHARS:
+        raise ValueError(f"the document holds {total} characters; at most {MAX_PROMPT_CHARS}")
+    return doc
+
+
+# A prompt document: at most 256 blocks and MAX_PROMPT_CHARS characters in all.
+BoundedDoc = Annotated[Doc, Field(max_length=256), AfterValidator(_bounded_doc)]
 
 
 class _Body(BaseModel):
@@ -75,6 +97,7 @@ class NewSessionWireOp(NewSessionBody):
 
 class PromptWireOp(PromptOp):
     op: Literal["prompt"]
+    doc: BoundedDoc
 
 
 class CancelWireOp(CancelOp):
@@ -132,7 +155,7 @@ class CorrelatedBody(_Body):
 
 
 class PromptBody(CorrelatedBody):
-    doc: Doc = Field(max_length=256)
+    doc: BoundedDoc
 
 
 class AnswerBody(_Body):
@@ -165,7 +188,7 @@ class ConfigValueBody(CorrelatedBody):
 
 
 class PreviewBody(_Body):
-    doc: Doc = Field(max_length=256)
+    doc: BoundedDoc
 
 
 # -- reads -----------------------------------------------------------------------------------

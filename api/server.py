@@ -1,27 +1,98 @@
-"""uvicorn, run our way: one worker, c2's shutdown order, and a start-up announcement.
+"""uvicorn, run our way: one worker, c2's shutdown order, bounded connections, an announcement.
 
 On shutdown the app drains first (ops refused, turns ended, agents closed, streams ended)
 so uvicorn's wait for open connections never hangs on an endless SSE stream. A SIGTERM that
 led to a clean drain is a clean exit (status 0), not a death by the re-raised signal.
+Connections are bounded (docs/security.md): a concurrency limit below the file-descriptor
+limit (raised to its hard maximum at start), a deadline for every request head, a keep-alive
+timeout and a header size limit; credentials are redacted from the access log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Generator
 
+import h11
 import uvicorn
 from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from api.logs import install_log_filters
 from api.routes.events import UnfinishedStreamFilter
 from api.services import Services
 from api.settings import Settings
 
+log = logging.getLogger(__name__)
+MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; a bearer needs well under 1 KiB
+# File descriptors kept back from the connection limit: agent pipes, the database, logs.
+RESERVED_FDS = 256
+
 OnStarted = Callable[["C2Server"], Awaitable[None]]
+
+
+def raise_fd_limit() -> int:
+    """Raise RLIMIT_NOFILE's soft limit to the hard limit; returns the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == hard:
+        return soft if soft != resource.RLIM_INFINITY else 1 << 20
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("could not raise the open-file limit from %d to %d: %s", soft, hard, exc)
+        return soft
+    return hard
+
+
+def connection_limit(settings: Settings, fd_limit: int) -> int:
+    """uvicorn's limit_concurrency: the configured one, never past the descriptors we have."""
+    return max(8, min(settings.max_connections, fd_limit - RESERVED_FDS))
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    """h11 with a deadline for each request head: a connection that stays silent, or sends
+    its headers too slowly (slowloris), is closed instead of holding a descriptor forever."""
+
+    header_timeout: float = 10.0
+    _head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm_head_deadline()  # a whole head arrived: the request is the app's now
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_head_deadline()  # the next request on this connection gets a deadline too
+
+    def _arm_head_deadline(self) -> None:
+        self._disarm_head_deadline()
+        self._head_deadline = self.loop.call_later(self.header_timeout, self._head_overdue)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_overdue(self) -> None:
+        self._head_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
 
 
 class C2Server(uvicorn.Server):
@@ -78,6 +149,11 @@ def build_server(
     # Streams end through Services.drain (after the engine's last events were delivered), each
     # with a proper end of body; sse-starlette's own signal hook would cut them mid-response.
     AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+    protocol = type(
+        "C2HttpProtocol",
+        (HeadDeadlineProtocol,),
+        {"header_timeout": settings.header_timeout_seconds},
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -89,8 +165,13 @@ def build_server(
         proxy_headers=False,  # the peer address counts pairing attempts; never trust headers
         server_header=False,
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_seconds)),
+        http=protocol,
+        limit_concurrency=connection_limit(settings, raise_fd_limit()),
+        timeout_keep_alive=settings.keep_alive_seconds,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     # After uvicorn.Config, which (re)configures uvicorn's loggers.
+    install_log_filters()
     error_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
         error_log.addFilter(UnfinishedStreamFilter())

@@ -1,8 +1,10 @@
 """The one `Services` object a running app owns: store, bus, engine, auth, op dispatcher.
 
-Started and stopped by the app lifespan, never at import time. Shutdown order (ARCHITECTURE.md):
-stop accepting ops (/readyz 503) → engine.shutdown() (ends turns, closes agents) → end streams
-→ close the store. Periodic housekeeping runs under `supervise()`, owned by the lifespan.
+Started and stopped by the app lifespan, never at import time. Start-up claims the home and the
+database (one owner each, core/store/ownership.py) before anything is migrated or recovered.
+Shutdown order (ARCHITECTURE.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
+turns, closes agents) → end streams → close the store → release the home.
+Periodic housekeeping runs under `supervise()`, owned by the lifespan.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.dispatch import OpDispatcher
 from api.settings import Settings, prepare_home
@@ -20,6 +23,8 @@ from core.auth import DeviceAuth
 from core.bus import EventBus
 from core.engine import Engine
 from core.store.database import Store
+from core.store.faults import describe
+from core.store.ownership import HomeLock, OwnershipError, claim_home
 
 log = logging.getLogger(__name__)
 EngineFactory = Callable[[Store, EventBus, Settings], Engine]
@@ -33,11 +38,47 @@ def default_engine(store: Store, _bus: EventBus, settings: Settings) -> Engine:
 READY_PROBE_SECONDS = 2.0
 
 
+class StartupError(Exception):
+    """The server cannot start; the message is the one line a user sees."""
+
+
+def open_home(settings: Settings) -> HomeLock:
+    """Create or tighten the home and claim it (one server per home)."""
+    try:
+        prepare_home(settings.home, create_database=settings.database_in_home)
+        return claim_home(settings.home)
+    except OwnershipError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"cannot use home {settings.home}: {exc.strerror or exc}") from None
+
+
+def preflight(settings: Settings) -> HomeLock:
+    """Everything `c2 serve` must be able to do before it listens, checked with one-line
+    errors: the home is writable and not served by another c2, the database opens, is not
+    owned by another c2 and migrates. Returns the home claim, held for the process's life
+    (the server's own start re-enters it)."""
+    home = open_home(settings)
+    store = Store(settings.database_url, exclusive=True)
+    try:
+        store.start()
+        store.migrate()
+    except OwnershipError as exc:
+        raise StartupError(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise StartupError(f"cannot open the database: {describe(exc)}") from None
+    finally:
+        store.close()
+    return home
+
+
 class Services:
     def __init__(self, settings: Settings, engine_factory: EngineFactory = default_engine) -> None:
         self.settings = settings
         self.bus = EventBus()
-        self.store = Store(settings.database_url)
+        self.store = Store(
+            settings.database_url, exclusive=True, retry_seconds=settings.store_retry_seconds
+        )
         self.engine = engine_factory(self.store, self.bus, settings)
         self.auth = DeviceAuth(
             self.store,
@@ -52,15 +93,17 @@ class Services:
         self._drain_lock = asyncio.Lock()
         self._drained = False
         self._store_started = False
+        self._home: HomeLock | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create the home, migrate, start the writer, then the engine (recovery first)."""
-        await asyncio.to_thread(prepare_home, self.settings.home)
-        await asyncio.to_thread(self.store.migrate)
-        self.store.start(publish=self.bus.publish)
+        """Claim the home, open the writer (claiming the database), migrate, then start the
+        engine (recovery first). Another owner fails the start before anything is written."""
+        self._home = await asyncio.to_thread(open_home, self.settings)
+        await asyncio.to_thread(self.store.start, self.bus.publish)
         self._store_started = True
+        await asyncio.to_thread(self.store.migrate)
         await self.engine.start()
         self.ready = True
 
@@ -89,12 +132,19 @@ class Services:
                 log.exception("could not flush device last-seen times")
             await asyncio.to_thread(self.store.close)
             self._store_started = False
+        if self._home is not None:
+            self._home.release()
+            self._home = None
 
     async def is_ready(self) -> bool:
-        """Migrations ran, the store answers, and the server is not shutting down."""
-        if not self.ready or self.draining:
+        """Migrations ran, the store answers and can commit, and the server is not shutting
+        down."""
+        if not self.ready or self.draining or self.store.unavailable() is not None:
             return False
         try:
+            # The writer too: an idle writer whose connection (and owner lock) was lost would
+            # only find out at its next write.
+            await self.store.ping_writer(READY_PROBE_SECONDS)
             await asyncio.wait_for(
                 self.store.read(lambda r: r.conn.execute(text("SELECT 1")).scalar()),
                 READY_PROBE_SECONDS,

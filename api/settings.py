@@ -37,6 +37,20 @@ class Settings:
     last_seen_interval_seconds: float = 60.0
     shutdown_grace_seconds: float = 5.0
     max_live_agents: int = 32  # agent processes at once; LRU idle agents are closed past it
+    # -- limits (docs/security.md) --
+    max_body_bytes: int = 1024 * 1024  # request bodies above it are a 413, counted as they arrive
+    max_connections: int = 1000  # uvicorn limit_concurrency (also capped by the fd limit)
+    header_timeout_seconds: float = 10.0  # a connection must send a request head this fast
+    keep_alive_seconds: int = 5  # an idle keep-alive connection is closed after it
+    max_streams_per_device: int = 32  # open `GET /v1/events` streams per device
+    auth_failures_per_minute: int = 30  # failed bearer/ticket checks per client address
+    auth_failures_per_minute_total: int = 300  # the same, all addresses together
+    store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
+
+    @property
+    def database_in_home(self) -> bool:
+        """The database is the home's own SQLite file (not `$C2_DATABASE_URL`)."""
+        return self.database_url == sqlite_url(self.home)
 
     @classmethod
     def build(
@@ -54,6 +68,9 @@ class Settings:
         resolved = resolve_home(home, env)
         retention = env.get("C2_EVENT_RETENTION_DAYS")
         max_agents = env.get("C2_MAX_LIVE_AGENTS")
+        max_body = env.get("C2_MAX_BODY_BYTES")
+        max_connections = env.get("C2_MAX_CONNECTIONS")
+        store_retry = env.get("C2_STORE_RETRY_SECONDS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -63,6 +80,11 @@ class Settings:
             allow_origins=tuple(allow_origins),
             event_retention_days=float(retention) if retention else 7.0,
             max_live_agents=max(1, int(max_agents)) if max_agents else 32,
+            max_body_bytes=max(1024, int(max_body)) if max_body else cls.max_body_bytes,
+            max_connections=(
+                max(8, int(max_connections)) if max_connections else cls.max_connections
+            ),
+            store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
         )
 
 
@@ -75,8 +97,19 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     return (Path.home() / ".c2").resolve()
 
 
-def prepare_home(home: Path) -> None:
-    """Create the home folder readable by its owner only (0700) on first use."""
+DATABASE_FILES = ("c2.db", "c2.db-wal", "c2.db-shm")
+
+
+def prepare_home(home: Path, *, create_database: bool = True) -> None:
+    """Create the home folder, or tighten an existing one: the folder readable by its owner
+    only (0700), the database files 0600. With `create_database` (SQLite in the home), an
+    empty c2.db is created 0600 up front: SQLite gives -wal and -shm the database's mode."""
     if not home.exists():
         home.mkdir(parents=True, mode=0o700)
-        home.chmod(0o700)  # mkdir's mode is masked by the umask
+    home.chmod(0o700)  # mkdir's mode is masked by the umask; an existing home may be open
+    for name in DATABASE_FILES:
+        path = home / name
+        if create_database and name == "c2.db" and not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        if path.exists():
+            path.chmod(0o600)

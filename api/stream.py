@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import lru_cache, partial
 
 from core.bus import EventBus
 from core.engine import Engine
+from core.errors import DomainError
 from core.store.database import ReadUnit, Store
 from core.store.events import CommittedEvent, LogBounds
 
@@ -56,6 +58,35 @@ def resync_reason(after: int, bounds: LogBounds) -> str | None:
     return None
 
 
+class TooManyStreamsError(DomainError):
+    code = "too_many_streams"
+    status = 429
+    title = "Too many open event streams"
+
+
+class StreamSlots:
+    """Open streams per device, capped: one device cannot hold every connection."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._open: Counter[str] = Counter()
+
+    def full(self, device_id: str) -> bool:
+        return self._open[device_id] >= self.cap
+
+    def open(self, device_id: str) -> bool:
+        """Take a slot; False (nothing taken) when the device already holds `cap`."""
+        if self.full(device_id):
+            return False
+        self._open[device_id] += 1
+        return True
+
+    def close(self, device_id: str) -> None:
+        self._open[device_id] -= 1
+        if self._open[device_id] <= 0:
+            del self._open[device_id]
+
+
 class EventStream:
     """Frames for one client; iterate `frames()` exactly once."""
 
@@ -70,18 +101,28 @@ class EventStream:
         after: int | None,
         backlog: int,
         ping: float,
+        slots: StreamSlots,
+        still_paired: Callable[[], Awaitable[bool]],
     ) -> None:
         self._engine, self._store, self._bus = engine, store, bus
+        self._slots, self._still_paired = slots, still_paired
         self._ping = ping
         self._device_id, self._session, self._after = device_id, session, after
         self._backlog = backlog
         self.last = -1  # highest sequence sent (or covered by the welcome frame)
 
     async def frames(self) -> AsyncIterator[bytes]:
+        if not self._slots.open(self._device_id):
+            return  # lost a race for the last slot after the route's check: end at once
         sub = self._bus.subscribe(
             session=self._session, device_id=self._device_id, backlog=self._backlog
         )
         try:
+            # Revocation closes the device's subscriptions; one revoked between the route's
+            # authentication and this subscription had none to close, so look again now.
+            if not await self._still_paired():
+                log.info("stream of revoked device %s closed at subscribe", self._device_id)
+                return
             if self._after is None:
                 yield await self._welcome()
             else:
@@ -115,6 +156,7 @@ class EventStream:
                     yield chunk
         finally:
             self._bus.unsubscribe(sub)
+            self._slots.close(self._device_id)
 
     async def _welcome(self) -> bytes:
         try:

@@ -108,7 +108,14 @@ async def _client(port: int, bearer: str, streams: int, expect: int, hold: bool)
 
 class Server:
     def __init__(self, home: Path) -> None:
-        settings = Settings(home=home, database_url=sqlite_url(home), port=0, stream_backlog=4096)
+        # Every bench stream is one device's: lift the per-device stream cap (docs/security.md).
+        settings = Settings(
+            home=home,
+            database_url=sqlite_url(home),
+            port=0,
+            stream_backlog=4096,
+            max_streams_per_device=10_000,
+        )
         self.app = create_app(settings)
         ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None

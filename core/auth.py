@@ -12,7 +12,7 @@ import math
 import secrets
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +26,7 @@ from core.store.devices import Device, DeviceRepository
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
 BEARER_CACHE_SECONDS = 10.0
+MAX_KNOWN_BEARERS = 4096  # bearers remembered as verified (they pass the failure limiter)
 
 
 class UnauthorizedError(DomainError):
@@ -91,7 +92,10 @@ def create_device(uow: UnitOfWork, name: str | None) -> PairedDevice:
 
 
 class AttemptLimiter:
-    """Sliding-window attempt counter per client key; memory bounded by `max_keys`."""
+    """Sliding-window failure counter per client key; memory bounded by `max_keys`.
+
+    Only failures count (`fail`); `check` asks whether a key is over its budget without
+    counting. A full table evicts the key that failed least recently, never everyone's."""
 
     def __init__(
         self,
@@ -107,28 +111,43 @@ class AttemptLimiter:
             clock,
             max_keys,
         )
-        self._seen: dict[str, deque[float]] = {}
+        # Ordered by last failure: the first key is the one to evict.
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def hit(self, key: str) -> int | None:
-        """Count one attempt; None when allowed, else seconds until the next one may pass."""
-        now = self._clock()
+    def check(self, key: str) -> int | None:
+        """None when `key` may try again now, else the seconds until it may."""
         window = self._seen.get(key)
         if window is None:
-            if len(self._seen) >= self._max_keys:
-                self._forget_idle(now)
-            window = self._seen[key] = deque()
+            return None
+        now = self._clock()
         while window and window[0] <= now - self._window:
             window.popleft()
+        if not window:
+            del self._seen[key]
+            return None
         if len(window) >= self._attempts:
             return max(1, math.ceil(window[0] + self._window - now))
-        window.append(now)
         return None
 
-    def _forget_idle(self, now: float) -> None:
-        for key in [k for k, w in self._seen.items() if not w or w[-1] <= now - self._window]:
-            del self._seen[key]
-        if len(self._seen) >= self._max_keys:
-            self._seen.clear()  # under a flood, forgetting is safer than growing
+    def fail(self, key: str) -> None:
+        """Count one failed attempt of `key`."""
+        window = self._seen.get(key)
+        if window is None:
+            while len(self._seen) >= self._max_keys:
+                self._seen.popitem(last=False)
+            window = self._seen[key] = deque()
+        else:
+            self._seen.move_to_end(key)
+        window.append(self._clock())
+        while len(window) > self._attempts:
+            window.popleft()  # only the newest `attempts` failures can matter
+
+    def hit(self, key: str) -> int | None:
+        """Count one attempt unless over budget: None when allowed, else the retry seconds."""
+        retry_after = self.check(key)
+        if retry_after is None:
+            self.fail(key)
+        return retry_after
 
 
 class DeviceAuth:
@@ -149,6 +168,8 @@ class DeviceAuth:
         self._clock = clock
         self._limiter = AttemptLimiter(pair_attempts_per_minute, 60.0, clock=clock)
         self._cache: dict[str, tuple[Device, float]] = {}
+        # Digests of bearers verified before -> their device; least recently used first.
+        self._known: OrderedDict[str, str] = OrderedDict()
         self._seen: dict[str, datetime] = {}
 
     # -- pairing -------------------------------------------------------------------------------
@@ -166,7 +187,7 @@ class DeviceAuth:
 
     async def pair(self, token: str, device_name: str | None, client: str) -> PairedDevice:
         """Redeem a pairing token for a new device bearer; attempts are rate limited."""
-        retry_after = self._limiter.hit(client)
+        retry_after = self._limiter.check(client)
         if retry_after is not None:
             raise RateLimitedError("too many pairing attempts", retry_after=retry_after)
         token_hash = digest(token)
@@ -178,10 +199,24 @@ class DeviceAuth:
 
         paired = await self._store.write(redeem)
         if paired is None:
+            self._limiter.fail(client)
             raise InvalidPairingTokenError("the pairing token is invalid, expired or used")
         return paired
 
     # -- bearers -------------------------------------------------------------------------------
+
+    def recognizes(self, bearer: str) -> bool:
+        """Whether `bearer` was verified before (by this process, since its last revocation).
+
+        A flood of bad credentials is refused without a database read; a bearer that already
+        proved itself skips that refusal (it is still verified), so clients in use keep
+        working while the flood lasts. Guessing a recognized bearer means guessing a bearer."""
+        return digest(bearer) in self._known
+
+    async def is_paired(self, device_id: str) -> bool:
+        """Whether the device still exists in the store (not revoked), read now, not cached."""
+        found = await self._store.read(lambda r: DeviceRepository(r.conn).get(device_id))
+        return found is not None
 
     async def authenticate(self, bearer: str) -> Device:
         """The device owning `bearer`; raises UnauthorizedError."""
@@ -199,6 +234,10 @@ class DeviceAuth:
                 raise UnauthorizedError("missing, invalid or revoked bearer")
             device = found
             self._cache[bearer_hash] = (device, now + BEARER_CACHE_SECONDS)
+            self._known[bearer_hash] = device.id
+            self._known.move_to_end(bearer_hash)
+            while len(self._known) > MAX_KNOWN_BEARERS:
+                self._known.popitem(last=False)
         self._seen[device.id] = utcnow()
         return device
 
@@ -242,6 +281,8 @@ class DeviceAuth:
         existed = await self._store.write(lambda uow: DeviceRepository(uow.conn).delete(device_id))
         for key in [k for k, (dev, _) in self._cache.items() if dev.id == device_id]:
             del self._cache[key]
+        for key in [k for k, owner in self._known.items() if owner == device_id]:
+            del self._known[key]
         self._seen.pop(device_id, None)
         self._bus.close_device(device_id)
         if not existed:

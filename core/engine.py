@@ -323,7 +323,7 @@ class Engine:
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))
-        if record is None:
+        if record is None or record.archived:  # a deleted session is gone (API.md §4)
             raise SessionNotFoundError("no such session", session=session_id)
         return record.snapshot()
 

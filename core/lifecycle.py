@@ -27,6 +27,7 @@ from core.protocol import (
     DEFAULT_POLICY,
     NewSessionOp,
     SessionCreated,
+    SessionDeleted,
     SessionSnapshot,
     WorktreeBase,
     provider_key,
@@ -147,7 +148,12 @@ class SessionLifecycle:
         self.engine.retire_agent(live, DELETE_GRACE)
         async with live.lock:
             record = live.record.evolve(archived=True)
-            await self.engine.store.write(lambda uow: uow.sessions.update(record, ("archived",)))
+
+            def archive(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("archived",))
+                uow.emit(SessionDeleted(session=session_id))
+
+            await self.engine.store.write(archive)
         self.engine.live_sessions.pop(session_id, None)
         self.engine.handlers.pop(session_id, None)
 

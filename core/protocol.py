@@ -93,7 +93,10 @@ def provider_wire(key: str) -> str | dict[str, str]:
     return key
 
 
-RequestId = Annotated[str, Field(min_length=1, max_length=128)]
+# Echoed in the `Request-Id` header: printable, no control characters, no whitespace at
+# either end (HTTP forbids it there), so the answer to an op always arrives (API.md §1).
+REQUEST_ID_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$"
+RequestId = Annotated[str, Field(min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)]
 SessionId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
@@ -157,7 +160,7 @@ class NewSessionOp(_Op):
     op: Literal["new_session"] = "new_session"
     provider: ProviderSpec
     cwd: str = Field(max_length=4096)
-    use_worktree: bool
+    use_worktree: bool = Field(strict=True)  # "yes" or 1 is a 422, never coerced to true
     worktree_base: WorktreeBase | None = None
     worktree_base_sha: str | None = Field(default=None, max_length=64)
     initial_policy: ExecutionPolicy | None = None
@@ -527,6 +530,13 @@ class SessionCreated(_Event):
     request_id: str | None = None
 
 
+class SessionDeleted(_Event):
+    """The session was deleted (archived): clients drop it from their lists at once."""
+
+    event: Literal["session_deleted"] = "session_deleted"
+    session: str
+
+
 class SessionTitleChanged(_Event):
     event: Literal["session_title_changed"] = "session_title_changed"
     session: str
@@ -681,6 +691,7 @@ class ErrorEvent(_Event):
 
 Event = Annotated[
     SessionCreated
+    | SessionDeleted
     | SessionTitleChanged
     | SessionActivityChanged
     | TurnStarted

@@ -3,17 +3,23 @@
 Roots are `$C2_HOME/skills/` and the project's `.agents/skills/`; on an id clash the project's
 skill wins, so a repository can pin the behaviour its own prompts rely on. A malformed SKILL.md
 is skipped with a warning and never fails a listing. Ids are folder names, never paths.
+A repository is untrusted: its skill files are read through core.safe_files (regular files
+only, bounded, never through a symlink that leaves the project).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
+from itertools import islice
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel
+
+from core.safe_files import UnsafeFileError, is_dir_within, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +27,8 @@ SKILL_FILE = "SKILL.md"
 PROJECT_SKILLS = Path(".agents") / "skills"
 # Bounds what one request can make the server read; real skills are a few KiB.
 MAX_SKILL_BYTES = 1_000_000
+# Bounds a listing: a skills folder symlinked to a huge directory is not walked to its end.
+MAX_SKILL_ENTRIES = 1000
 # A folder name, never a path: no separators, no leading dot, no `..` (traversal is "unknown").
 _SKILL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _FRONT_MATTER = re.compile(
@@ -116,19 +124,26 @@ class SkillLibrary:
         self.home_skills = home_skills
         self._warned: set[tuple[Path, int]] = set()
 
-    def _roots(self, cwd: str | None) -> list[Path]:
-        # Precedence order: the project first, so its skill shadows a home skill of the same id.
-        roots = [Path(cwd) / PROJECT_SKILLS] if cwd else []
-        roots.append(self.home_skills)
+    def _roots(self, cwd: str | None) -> list[tuple[Path, Path | None]]:
+        """(skills folder, the folder its files must stay inside) in precedence order: the
+        project first, so its skill shadows a home skill of the same id. The home folder is
+        the user's own; its skills may be symlinked from anywhere."""
+        roots: list[tuple[Path, Path | None]] = []
+        if cwd:
+            project = Path(cwd)
+            folder = project / PROJECT_SKILLS
+            if is_dir_within(folder, project):
+                roots.append((folder, project))
+            elif os.path.lexists(folder):
+                self._warn(folder, UnsafeFileError("not a folder inside the project"))
+        roots.append((self.home_skills, None))
         return roots
 
-    def _load(self, root: Path, skill_id: str) -> Skill | None:
+    def _load(self, root: Path, skill_id: str, confine: Path | None) -> Skill | None:
         path = root / skill_id / SKILL_FILE
         try:
-            stat = path.stat()
-            if stat.st_size > MAX_SKILL_BYTES:
-                raise InvalidSkillError(f"larger than {MAX_SKILL_BYTES} bytes")
-            return parse_skill(skill_id, path.read_text(encoding="utf-8"))
+            raw = read_bounded(path, limit=MAX_SKILL_BYTES, root=confine)
+            return parse_skill(skill_id, raw.decode("utf-8"))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, UnicodeDecodeError, InvalidSkillError) as exc:
@@ -138,7 +153,7 @@ class SkillLibrary:
     def _warn(self, path: Path, exc: Exception) -> None:
         # Listing runs on every request; say it once per file version, not on every call.
         try:
-            version = path.stat().st_mtime_ns
+            version = path.lstat().st_mtime_ns
         except OSError:
             version = 0
         if (path, version) not in self._warned:
@@ -149,8 +164,8 @@ class SkillLibrary:
         """The skill with this exact id, or None when unknown, invalid or not a folder name."""
         if not is_skill_id(skill_id):
             return None
-        for root in self._roots(cwd):
-            skill = self._load(root, skill_id)
+        for root, confine in self._roots(cwd):
+            skill = self._load(root, skill_id, confine)
             if skill is not None:
                 return skill
         return None
@@ -158,15 +173,16 @@ class SkillLibrary:
     def list(self, cwd: str | None) -> list[SkillInfo]:
         """Every valid skill visible from `cwd`, sorted by id."""
         found: dict[str, SkillInfo] = {}
-        for root in self._roots(cwd):
+        for root, confine in self._roots(cwd):
             try:
-                children = sorted(root.iterdir())
+                with os.scandir(root) as entries:
+                    children = sorted(e.name for e in islice(entries, MAX_SKILL_ENTRIES))
             except OSError:
                 continue  # a missing root is simply empty
-            for child in children:
-                if child.name in found or not is_skill_id(child.name) or not child.is_dir():
+            for name in children:
+                if name in found or not is_skill_id(name):
                     continue
-                skill = self._load(root, child.name)
+                skill = self._load(root, name, confine)
                 if skill is not None:
-                    found[child.name] = skill.info()
+                    found[name] = skill.info()
         return [found[key] for key in sorted(found)]

@@ -70,6 +70,11 @@ if TYPE_CHECKING:
     from core.engine import Engine
 
 log = logging.getLogger(__name__)
+GRANTS_RESET = (
+    "the execution policy became stricter, so the agent was restarted to drop the permissions "
+    "granted to it; it can't restore this session's context, so it starts with a fresh memory "
+    "(the transcript is kept)"
+)
 # How long an agent may take to honour session/cancel before c2 ends the turn `cancelled`
 # itself and restarts the agent (it is revived on the next prompt).
 CANCEL_GRACE_SECONDS = 5.0
@@ -178,15 +183,27 @@ class TurnFlow:
 
     async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
         handler = self.engine.handler_for(live)
+        handler.take_lost_writes()  # a loss between turns is not this turn's
         rid = turn.request_id
         try:
             agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
+                restarting = live.needs_acp_restart
                 live.needs_acp_restart = live.agent_grants = False  # a new process holds none
                 agent = await self._revive(live)
+                if restarting and not agent.supports_load_session:
+                    await self.engine.emit(
+                        ErrorEvent(
+                            session=live.id, message=GRANTS_RESET, terminal=False, request_id=rid
+                        )
+                    )
             text = await self._compile_for_turn(live, doc, rid)
             acp_session = await self._ensure_acp_session(live, agent, rid)
-            stop = await agent.prompt(acp_session, text)
+            if turn.cancel_requested:
+                # Cancelled while the agent was starting: there was no ACP session to tell.
+                stop = StopReason.CANCELLED
+            else:
+                stop = await agent.prompt(acp_session, text)
         except asyncio.CancelledError:
             await self._flush(handler)
             await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
@@ -198,7 +215,11 @@ class TurnFlow:
                 error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
             else:
                 error = exc
-            await self._fail_turn(live, turn, "provider_error", error.message, error)
+            lost = handler.take_lost_writes()
+            if lost is not None:  # a lost update explains more than the agent's failure
+                await self._fail_turn(live, turn, "provider_error", lost)
+            else:
+                await self._fail_turn(live, turn, "provider_error", error.message, error)
             return
         except Exception as exc:  # MemoryError and any bug: the turn must still end
             log.exception("turn of session %s failed unexpectedly", live.id)
@@ -207,6 +228,10 @@ class TurnFlow:
             await self._fail_turn(live, turn, "provider_error", message)
             return
         await self._flush(handler)
+        lost = handler.take_lost_writes()
+        if lost is not None:  # an update could not be committed: never end as if complete
+            await self._fail_turn(live, turn, "provider_error", lost)
+            return
         # An agent that winds down on our cancel may still say end_turn (OpenCode does).
         if turn.cancel_requested and stop is StopReason.END_TURN:
             stop = StopReason.CANCELLED

@@ -3,7 +3,9 @@ permission requests are decided by policy or parked until a client answers.
 
 Each update's row and event commit in one transaction before any client sees the event
 (protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
-by fsync; the writer commits them in order and in groups.
+by fsync; the writer commits them in order and in groups. An update the store cannot commit
+fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
+`failed` with a terminal error naming the cause (never a silent gap in the transcript).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.acp_sessions import effective_models, mode_option, model_option
@@ -37,6 +40,8 @@ from core.protocol import (
     ContextWindow,
     ContextWindowEvent,
     Event,
+    FailedState,
+    IdleState,
     Modes,
     Part,
     PendingInput,
@@ -52,6 +57,7 @@ from core.protocol import (
     Usage,
 )
 from core.store.database import Store, UnitOfWork
+from core.store.faults import describe
 
 if TYPE_CHECKING:
     from core.live import LiveSession
@@ -68,6 +74,8 @@ class SessionHandler:
         self._live = live
         self._store = store
         self._in_flight: deque[asyncio.Future[None]] = deque()
+        self._lost: LostWrites | None = None  # this turn's updates that could not be committed
+        self._cancels: set[asyncio.Task[None]] = set()
 
     # -- updates -------------------------------------------------------------------------------
 
@@ -155,19 +163,45 @@ class SessionHandler:
         await self._queue(write)
 
     async def _queue(self, write: Callable[[UnitOfWork], None]) -> None:
+        if self._lost is not None:
+            self._lost.count += 1  # the turn is failing: nothing after a gap is kept
+            return
         future = self._store.submit(write)
-        future.add_done_callback(_log_failed_write)
+        future.add_done_callback(self._written)
         self._in_flight.append(future)
         while self._in_flight and self._in_flight[0].done():
             self._in_flight.popleft()
         if len(self._in_flight) > MAX_IN_FLIGHT:
-            await asyncio.shield(self._in_flight[-1])
+            await asyncio.wait([self._in_flight[-1]])
+
+    def _written(self, future: asyncio.Future[None]) -> None:
+        if future.cancelled() or (exc := future.exception()) is None:
+            return
+        if self._lost is not None:
+            self._lost.count += 1
+            return
+        self._lost = LostWrites(cause=describe(exc))
+        log.error("agent update of %s was not persisted; failing its turn: %s", self._live.id, exc)
+        live = self._live
+        if live.agent is not None and live.acp_session_id is not None:
+            # The agent must not keep working while nothing of it is recorded.
+            task = asyncio.get_running_loop().create_task(live.agent.cancel(live.acp_session_id))
+            self._cancels.add(task)
+            task.add_done_callback(self._cancels.discard)
 
     async def flush(self) -> None:
         """Wait until every queued update is committed (before the turn's closing events)."""
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
             self._in_flight.clear()
+
+    def take_lost_writes(self) -> str | None:
+        """Why the turn must fail (updates that could not be committed), once; None if every
+        update since the last call was committed. Call after `flush`."""
+        lost, self._lost = self._lost, None
+        if lost is None:
+            return None
+        return f"the agent's output could not be saved ({lost.count} update(s) lost): {lost.cause}"
 
     # -- permissions ---------------------------------------------------------------------------
 
@@ -288,6 +322,9 @@ async def commit_activity(
     in one transaction between the `before` and `after` steps."""
     prev = live.record.activity
     activity = advance(prev, state)
+    # The end of a turn must land, or the session would read `running` for good: it waits
+    # for a database that is down rather than giving up like other writes.
+    patient = isinstance(state, IdleState | FailedState)
     record = live.record.evolve(activity=activity)
 
     def write(uow: UnitOfWork) -> None:
@@ -300,10 +337,11 @@ async def commit_activity(
         for step in after:
             step(uow)
 
-    await store.write(write)
+    await store.write(write, patient=patient)
     live.record = live.record.evolve(activity=activity)
 
 
-def _log_failed_write(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("agent update was not persisted", exc_info=future.exception())
+@dataclass
+class LostWrites:
+    cause: str
+    count: int = 1

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from api.authn import ServicesDep, current_device
 from api.openapi import Responses, problems
+from core.lifecycle import resolve_cwd
 from core.outcomes import BaselineChoice
 from core.providers import ProviderInfo
 from core.skills import SkillInfo
@@ -42,5 +43,10 @@ async def skills(
     services: ServicesDep,
     cwd: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,
 ) -> JSONResponse:
-    """Skills of `$C2_HOME/skills/` and, with `cwd`, the project's `.agents/skills/`."""
-    return JSONResponse(jsonable_encoder(await asyncio.to_thread(services.engine.list_skills, cwd)))
+    """Skills of `$C2_HOME/skills/` and, with `cwd`, the project's `.agents/skills/`;
+    422 `invalid_cwd` when `cwd` is not an existing folder (as for every other `cwd`)."""
+
+    def listing() -> Any:
+        return services.engine.list_skills(resolve_cwd(cwd) if cwd is not None else None)
+
+    return JSONResponse(jsonable_encoder(await asyncio.to_thread(listing)))

@@ -3,25 +3,25 @@
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
 heartbeat) under sse-starlette (send timeout, disconnect detection, header defaults). A client
-that stops reading is dropped after the send timeout with one log line, no traceback.
+that stops reading is dropped after the send timeout with one log line, no traceback. A device
+holds at most `max_streams_per_device` streams (429 past it).
 """
 
 from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
+from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
-from api.authn import Credentials, ServicesDep
+from api.authn import DeviceDep, ServicesDep
 from api.openapi import Responses, problems
-from api.stream import EventStream
-from core.auth import UnauthorizedError
-from core.store.devices import Device
+from api.stream import EventStream, StreamSlots, TooManyStreamsError
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1
@@ -68,24 +68,26 @@ _STREAM: Responses = {
 
 
 @router.get(
-    "/events", response_class=EventSourceResponse, responses=_STREAM | problems(401, 404, 422)
+    "/events",
+    response_class=EventSourceResponse,
+    responses=_STREAM | problems(401, 404, 422, 429),
 )
 async def events(
+    request: Request,
     services: ServicesDep,
-    credentials: Credentials,
+    device: DeviceDep,
     session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     ticket: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
     last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_SEQ)] = None,
 ) -> EventSourceResponse:
     """Welcome `sessions` frame, then live events; resume with `Last-Event-ID` or `?after=`."""
-    device: Device
-    if credentials is not None and credentials.credentials:
-        device = await services.auth.authenticate(credentials.credentials)
-    elif ticket is not None:
-        device = await services.auth.redeem_ticket(ticket)
-    else:
-        raise UnauthorizedError("a bearer or a stream ticket is required")
+    del ticket  # spent and verified by the RequestGuard; declared here for the schema
+    slots: StreamSlots = request.app.state.stream_slots
+    if slots.full(device.id):
+        raise TooManyStreamsError(
+            f"this device already has {slots.cap} open event streams", retry_after=5
+        )
     if session is not None:
         await services.engine.get_session(session)  # 404 before the stream starts
     settings = services.settings
@@ -98,6 +100,8 @@ async def events(
         after=last_event_id if last_event_id is not None else after,
         backlog=settings.stream_backlog,
         ping=settings.ping_seconds,
+        slots=slots,
+        still_paired=partial(services.auth.is_paired, device.id),
     )
     return EventStreamResponse(
         stream.frames(),

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from core.agents.environment import agent_environment
+
 logger = logging.getLogger(__name__)
 
 LINE_LIMIT = 64 * 1024 * 1024  # agents send single JSON lines well over 1 MiB
@@ -93,7 +95,7 @@ async def spawn(
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=env,
+        env=agent_environment(env),
         cwd=cwd,
         start_new_session=True,
         preexec_fn=_die_with_parent(os.getpid()),

@@ -8,9 +8,12 @@ SQLite and PostgreSQL alike. Reads run on a small pool of reader connections.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,7 +28,9 @@ from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
 from core.store.events import CommittedEvent, EventLog, encode_event
+from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
+from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
 from core.store.sessions import SessionRepository
 
@@ -34,6 +39,14 @@ T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Jobs drained into one transaction at most; bounds the latency one commit adds to a batch.
 MAX_GROUP = 256
+# How long a write keeps retrying a database that cannot take it before it fails.
+WRITE_RETRY_SECONDS = 30.0
+# Back-off between attempts while the database cannot take writes: first, then the cap.
+RETRY_BACKOFF = (0.05, 1.0)
+# SQLite: how long one attempt waits on another connection's lock before the writer backs off.
+SQLITE_WRITER_BUSY_MS = 1000
+# A batch not committed after this long means the store cannot commit (readiness says so).
+STALL_SECONDS = 3.0
 
 
 class UnitOfWork:
@@ -84,11 +97,12 @@ class ReadUnit:
         self.agent_processes = AgentProcessRepository(conn)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job(Generic[T]):
     fn: Callable[[UnitOfWork], T]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[T]
+    deadline: float  # monotonic; past it a write the database cannot take fails (inf: patient)
     result: Any = None
     error: BaseException | None = None
     committed: list[CommittedEvent] = field(default_factory=list)
@@ -123,27 +137,52 @@ def _make_engine(url: str, *, writer: bool) -> Engine:
 
         return engine
     options: dict[str, Any] = {"pool_pre_ping": True}
-    if not writer:
+    if writer:
+        # Names this process in pg_stat_activity: a second c2 reads it to name the owner.
+        options["connect_args"] = {"application_name": owner_label(), "connect_timeout": 5}
+    else:
         # One consistent snapshot per read (transcript pages, welcome frames).
         options["isolation_level"] = "REPEATABLE READ"
+        options["connect_args"] = {"application_name": reader_label(), "connect_timeout": 5}
     return create_engine(url, **options)
 
 
 class Store:
-    """Owns the database engines, the writer thread and the reader pool."""
+    """Owns the database engines, the writer thread and the reader pool.
 
-    def __init__(self, url: str, *, readers: int = 4) -> None:
+    The writer survives database trouble: a write the database cannot take right now (lost
+    connection, lock held elsewhere, full or read-only disk) is rolled back and retried on a
+    new connection with back-off, until it commits or its deadline passes; only then does it
+    fail, with StoreUnavailableError naming the cause. Meanwhile `unavailable()` says why the
+    store cannot commit (readiness). With `exclusive`, every writer connection first takes the
+    database's owner lock (PostgreSQL; see ownership.py).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        readers: int = 4,
+        exclusive: bool = False,
+        retry_seconds: float = WRITE_RETRY_SECONDS,
+    ) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "other"
+        self.exclusive = exclusive
+        self.retry_seconds = retry_seconds
         self._writer_engine = _make_engine(url, writer=True)
         self._reader_engine = _make_engine(url, writer=False)
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="c2-db-read")
         self._writer: threading.Thread | None = None
+        self._writer_conn: Connection | None = None
         self._publish: Publisher | None = None
+        self._closing = threading.Event()
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
         self._next_event_seq: int | None = None  # the writer's global event counter
+        self._failing: str | None = None  # why the last attempt to commit failed
+        self._attempt_since: float | None = None  # monotonic start of the batch in progress
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -156,46 +195,120 @@ class Store:
             command.upgrade(cfg, "head")
 
     def start(self, publish: Publisher | None = None) -> None:
-        """Start the writer thread; `publish` is called on the event loop after each commit."""
+        """Open the writer's connection (taking the owner lock when exclusive: OwnershipError
+        if another c2 holds it), then start the writer thread; `publish` is called on the
+        event loop after each commit."""
         self._publish = publish
+        self._writer_conn = self._connect()
         self._writer = threading.Thread(target=self._write_loop, name="c2-db-writer", daemon=True)
         self._writer.start()
 
     def close(self) -> None:
+        """Commit what is queued, then stop. A database that cannot take writes any more is
+        not waited for: queued writes fail at once."""
+        self._closing.set()
         if self._writer is not None:
             self._jobs.put(None)
             self._writer.join(timeout=10)
             self._writer = None
+        if self._writer_conn is not None:  # start() opened it but the thread never ran
+            with contextlib.suppress(Exception):
+                self._writer_conn.close()
+            self._writer_conn = None
         self._readers.shutdown(wait=True)
         self._writer_engine.dispose()
         self._reader_engine.dispose()
 
+    def unavailable(self) -> str | None:
+        """Why the store cannot commit right now; None while it can (readiness)."""
+        writer = self._writer
+        if writer is None or not writer.is_alive():
+            return "the store writer is not running"
+        if self._failing is not None:
+            return self._failing
+        since = self._attempt_since
+        if since is not None and time.monotonic() - since > STALL_SECONDS:
+            return f"a write has been waiting {time.monotonic() - since:.0f} s for the database"
+        return None
+
     # -- writes --------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+    async def write(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        *,
+        patient: bool = False,
+        retry_seconds: float | None = None,
+    ) -> T:
         """Run `fn` in a write transaction; events it emitted are published before this returns."""
-        return await self.submit(fn)
+        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds)
 
-    def submit(self, fn: Callable[[UnitOfWork], T]) -> asyncio.Future[T]:
+    def submit(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        *,
+        patient: bool = False,
+        retry_seconds: float | None = None,
+    ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
-        order, so a producer may stream writes and await only the last one (group commit)."""
+        order, so a producer may stream writes and await only the last one (group commit).
+
+        A write the database cannot take is retried for `retry_seconds` (the store's unless
+        given), then fails with StoreUnavailableError; a `patient` write is retried until the
+        store closes (a state that must land, such as the end of a turn)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
+        if not self._writer.is_alive():
+            raise StoreUnavailableError("the store writer is not running")
         loop = asyncio.get_running_loop()
-        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future())
+        wait = self.retry_seconds if retry_seconds is None else retry_seconds
+        deadline = math.inf if patient else time.monotonic() + wait
+        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline)
         self._jobs.put(job)
         return job.future
+
+    async def ping_writer(self, timeout: float) -> None:
+        """Run a statement on the writer's own connection (so through its owner lock), behind
+        whatever is queued; raises if that does not succeed within `timeout`."""
+        await asyncio.wait_for(
+            self.write(lambda uow: uow.conn.exec_driver_sql("SELECT 1"), retry_seconds=timeout),
+            timeout,
+        )
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""
         with self._writer_engine.begin() as conn:
             return fn(UnitOfWork(conn))
 
-    def _write_loop(self) -> None:
+    def _connect(self) -> Connection:
         conn = self._writer_engine.connect()
         try:
+            if self.dialect == "sqlite":
+                # Wait briefly for another connection's lock, then let the retry loop back off
+                # (it reports the wait and notices a closing store between attempts).
+                # On the driver: through SQLAlchemy the statement would autobegin a transaction.
+                cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+                cursor.execute(f"PRAGMA busy_timeout={SQLITE_WRITER_BUSY_MS}")
+                cursor.close()
+            if self.exclusive:
+                claim_database(conn)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+            raise
+        return conn
+
+    def _write_loop(self) -> None:
+        conn, self._writer_conn = self._writer_conn, None
+        try:
             while True:
-                first = self._jobs.get()
+                try:
+                    # While the database is failing, probe it between writes so readiness
+                    # comes back with the database, not only with the next write.
+                    first = self._jobs.get(timeout=RETRY_BACKOFF[1] if self._failing else None)
+                except queue.Empty:
+                    conn = self._probe(conn)
+                    continue
                 if first is None:
                     return
                 batch: list[_Job[Any]] = [first]
@@ -209,48 +322,170 @@ class Store:
                         stop = True
                         break
                     batch.append(nxt)
-                conn = self._run_batch(conn, batch)
+                conn = self._commit(conn, batch)
                 if stop:
                     return
         finally:
-            conn.close()
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
-    def _run_batch(self, conn: Connection, batch: list[_Job[Any]]) -> Connection:
-        # Group commit: the batch shares one transaction and one COMMIT. Jobs are pure
-        # functions of their unit of work, so when any of them fails the batch is rolled back
-        # and replayed one job per transaction: only the failing job reports the error.
+    def _commit(self, conn: Connection | None, batch: list[_Job[Any]]) -> Connection | None:
+        """Commit `batch` in order, one transaction (group commit); settle every job as
+        committed or failed. Returns the writer's connection (None while it has none)."""
+        pending = batch
+        delay = RETRY_BACKOFF[0]
+        # A COMMIT whose outcome is unknown: its events and the counters it left.
+        unverified: tuple[int, int, dict[str, int]] | None = None
+        self._attempt_since = time.monotonic()
         try:
-            with conn.begin():
-                buffer = WriteBuffer()
-                for job in batch:
-                    job.uow = UnitOfWork(conn, self._part_seqs, buffer)
-                    job.result = job.fn(job.uow)
-                if self._next_event_seq is None:
-                    self._next_event_seq = EventLog(conn).last_seq() + 1
-                seqs = buffer.flush(conn, self._next_event_seq)
-                self._next_event_seq += len(seqs)
-            for job in batch:
-                assert job.uow is not None
-                job.uow.settle(seqs)
-                job.committed, job.uow = job.uow.committed, None
-        except Exception as exc:
-            # Cached counters may name rows that were rolled back: re-read them.
-            self._part_seqs.clear()
-            self._next_event_seq = None
-            if conn.invalidated or conn.closed:
-                conn = self._writer_engine.connect()
-            if len(batch) > 1:
-                for job in batch:
-                    conn = self._run_batch(conn, [job])
+            while pending:
+                ran: list[UnitOfWork] = []  # this attempt's units, to undo their counters
+                committing = False
+                try:
+                    if conn is None:
+                        conn = self._connect()
+                    if unverified is not None:
+                        first, count, attempted = unverified
+                        if self._landed(conn, first, count):
+                            # The connection died after COMMIT reached the database.
+                            self._part_seqs.update(attempted)
+                            self._next_event_seq = first + count
+                            self._recovered()
+                            self._settle_committed(pending, list(range(first, first + count)))
+                            return conn
+                        unverified = None
+                    with conn.begin():
+                        buffer = WriteBuffer()
+                        for job in pending:
+                            job.uow = UnitOfWork(conn, self._part_seqs, buffer)
+                            ran.append(job.uow)
+                            job.result = job.fn(job.uow)
+                        if self._next_event_seq is None:
+                            self._next_event_seq = EventLog(conn).last_seq() + 1
+                        seqs = buffer.flush(conn, self._next_event_seq)
+                        committing = True
+                    self._next_event_seq += len(seqs)
+                except Exception as exc:
+                    # Nothing of the attempt is known committed: counters go back to what the
+                    # database holds (the event counter is re-read on the next attempt).
+                    attempted = self._undo(ran)
+                    self._next_event_seq = None
+                    if conn is not None and (conn.invalidated or conn.closed or is_transient(exc)):
+                        with contextlib.suppress(Exception):
+                            conn.invalidate()
+                        conn = None
+                    if not is_transient(exc):
+                        if len(pending) > 1:
+                            # A write's own failure: replay one job per transaction so only
+                            # the failing job reports it.
+                            for job in pending:
+                                conn = self._commit(conn, [job])
+                            return conn
+                        self._fail(pending, exc)
+                        return conn
+                    if committing and seqs:
+                        # Without events there is nothing to look for: retried as not landed.
+                        unverified = (seqs[0], len(seqs), attempted)
+                    pending = self._wait_out(pending, exc, unverified is not None, delay)
+                    delay = min(delay * 2, RETRY_BACKOFF[1])
+                    continue
+                self._recovered()
+                self._settle_committed(pending, seqs)
                 return conn
-            batch[0].error, batch[0].committed = exc, []
+            return conn
+        finally:
+            self._attempt_since = None
+
+    def _undo(self, ran: list[UnitOfWork]) -> dict[str, int]:
+        """Put the transcript counters back to before `ran`; returns the values they had."""
+        attempted: dict[str, int] = {}
+        for uow in reversed(ran):
+            for session, prior in uow.parts.prior.items():
+                if session not in attempted:
+                    attempted[session] = self._part_seqs[session]
+                if prior is None:
+                    del self._part_seqs[session]
+                else:
+                    self._part_seqs[session] = prior
+        return attempted
+
+    def _wait_out(
+        self, pending: list[_Job[Any]], exc: Exception, unverified: bool, delay: float
+    ) -> list[_Job[Any]]:
+        """After a failure worth retrying: fail the jobs out of time (all of them once the
+        store is closing), back off, and return the jobs still to retry."""
+        cause = describe(exc)
+        if self._failing is None:
+            log.warning("database write failed, retrying: %s", cause)
+        self._failing = f"the database cannot take writes ({cause})"
+        now = time.monotonic()
+        closing = self._closing.is_set()
+        if unverified and not closing:
+            expired: list[_Job[Any]] = []  # maybe committed: keep them until that is known
+        else:
+            expired = [job for job in pending if closing or job.deadline <= now]
+        if expired:
+            reason = "the store is closing" if closing else "gave up retrying"
+            self._fail(expired, StoreUnavailableError(f"{self._failing}; {reason}"))
+            pending = [job for job in pending if job not in expired]
+        if pending:
+            self._closing.wait(delay)
+        return pending
+
+    def _probe(self, conn: Connection | None) -> Connection | None:
+        """Check the failing database takes writes again (an empty write transaction)."""
+        try:
+            if conn is None:
+                conn = self._connect()
+            with conn.begin():
+                conn.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            self._failing = f"the database cannot take writes ({describe(exc)})"
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.invalidate()
+            return None
+        self._recovered()
+        return conn
+
+    def _recovered(self) -> None:
+        if self._failing is not None:
+            log.warning("database writes recovered")
+            self._failing = None
+
+    def _landed(self, conn: Connection, first: int, count: int) -> bool:
+        with conn.begin():
+            found = EventLog(conn).count_between(first, first + count - 1)
+        return found > 0
+
+    def _fail(self, jobs: list[_Job[Any]], exc: BaseException) -> None:
+        for job in jobs:
+            job.error, job.committed = exc, []
+            # Never hand a lost row's seq to a later row: a client that saw the failure must
+            # not see another part under the same number.
+            if job.uow is not None:
+                for session, seq in job.uow.parts.appended.items():
+                    if seq >= self._part_seqs.get(session, 0):
+                        self._part_seqs[session] = seq + 1
+                job.uow = None
+        self._dispatch(jobs)
+
+    def _settle_committed(self, jobs: list[_Job[Any]], seqs: list[int]) -> None:
+        for job in jobs:
+            assert job.uow is not None
+            job.uow.settle(seqs)
+            job.committed, job.uow = job.uow.committed, None
+        self._dispatch(jobs)
+
+    def _dispatch(self, jobs: list[_Job[Any]]) -> None:
         # One wake-up of the loop per batch; settling in order keeps publication in sequence.
         by_loop: dict[asyncio.AbstractEventLoop, list[_Job[Any]]] = {}
-        for job in batch:
+        for job in jobs:
             by_loop.setdefault(job.loop, []).append(job)
-        for loop, jobs in by_loop.items():
-            loop.call_soon_threadsafe(self._settle, jobs)
-        return conn
+        for loop, loop_jobs in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is already closed
+                loop.call_soon_threadsafe(self._settle, loop_jobs)
 
     def _settle(self, jobs: list[_Job[Any]]) -> None:
         # Runs on the event loop, in commit order: publish the whole batch first (one fan-out

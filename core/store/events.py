@@ -56,6 +56,11 @@ class EventLog:
     def last_seq(self) -> int:
         return int(self._conn.execute(select(func.max(_EVENTS.c.seq))).scalar() or 0)
 
+    def count_between(self, first: int, last: int) -> int:
+        """How many events have first <= seq <= last (did a batch's COMMIT land?)."""
+        query = select(func.count()).where(_EVENTS.c.seq >= first, _EVENTS.c.seq <= last)
+        return int(self._conn.execute(query).scalar() or 0)
+
     def after(
         self, seq: int, *, session: str | None = None, limit: int = 500
     ) -> list[CommittedEvent]:

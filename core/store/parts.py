@@ -37,6 +37,10 @@ class PartRepository:
         # The single writer's cache of each session's next seq; None for readers.
         self._next_seqs = next_seqs
         self._buffer = buffer
+        # Highest seq this unit of work appended per session (burned if its write fails) and
+        # the writer's counter before its first append (restored if its transaction fails).
+        self.appended: dict[str, int] = {}
+        self.prior: dict[str, int | None] = {}
 
     def next_seq(self, session_id: str) -> int:
         if self._next_seqs is not None and session_id in self._next_seqs:
@@ -48,7 +52,10 @@ class PartRepository:
         """Append one row; returns its seq (per session, from 0)."""
         seq = self.next_seq(session_id)
         if self._next_seqs is not None:
+            if session_id not in self.prior:
+                self.prior[session_id] = self._next_seqs.get(session_id)
             self._next_seqs[session_id] = seq + 1
+        self.appended[session_id] = seq
         part_json = part.model_dump_json(exclude_none=True)
         if self._buffer is not None:
             self._buffer.add_part((session_id, seq, role, part_json))

@@ -19,6 +19,7 @@ import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from core.protocol import WorktreeBase, WorktreeBaseline
+from core.safe_files import read_bounded
 from core.worktrees.baselines import resolve_in_repo
 from core.worktrees.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
 from core.worktrees.repository import (
@@ -32,6 +33,7 @@ from core.worktrees.repository import (
 
 BRANCH_PREFIX = "c2/"
 MIN_PIN_LENGTH = 7
+MAX_LINK_BYTES = 64 * 1024  # a worktree's `.git` file holds one `gitdir:` line
 _CREATE = "couldn't create worktree: "
 
 
@@ -275,7 +277,9 @@ def _validation_problem(ident: _Identity) -> str | None:
         return f"its repository {ident.common_dir} is missing"
     link = ident.path / ".git"
     try:
-        gitdir = link.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()
+        # The checkout is the agent's: its `.git` may have become a FIFO or a symlink anywhere.
+        text = read_bounded(link, limit=MAX_LINK_BYTES, root=ident.path).decode("utf-8", "replace")
+        gitdir = text.strip().removeprefix("gitdir:").strip()
     except OSError:
         return f"{link} is missing or not a worktree link"
     if resolve_dir(ident.path / gitdir) != ident.git_dir:

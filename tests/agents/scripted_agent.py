@@ -2,7 +2,7 @@
 
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
 /text s, /chunks N, /stamped N [rate], /think s, /plan a|b|c, /tool id kind status title,
-/agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang,
+/agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang [reason],
 /ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
 /request method, /mode id (a current_mode_update), /stderr-fail text (text on stderr, then an
@@ -279,7 +279,12 @@ class ScriptedAgent(DemoAgent):
         raise RequestError(-32603, arg or "boom")
 
     async def do_hang(self, turn: Turn, arg: str) -> str:
+        """`/hang [reason]`: wait for a cancel, then stop with `reason` (default cancelled);
+        `/hang end_turn` answers a cancel the way OpenCode does."""
         await turn.cancelled.wait()
+        if arg:
+            turn.cancelled.clear()  # so the turn really ends with `reason`
+            return arg
         return "cancelled"
 
     async def do_ignore_cancel(self, turn: Turn, arg: str) -> None:

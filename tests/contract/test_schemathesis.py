@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 import schemathesis
 from fastapi import FastAPI
-from schemathesis.config._checks import NotAServerErrorConfig, PositiveDataAcceptanceConfig
+from schemathesis.config._checks import (
+    NegativeDataRejectionConfig,
+    NotAServerErrorConfig,
+    PositiveDataAcceptanceConfig,
+)
 from schemathesis.python import asgi
 from starlette.types import Receive, Scope, Send
 
@@ -59,6 +63,24 @@ schema.config.checks.not_a_server_error = NotAServerErrorConfig(
 # The contract itself rejects some schema-valid input on meaning (422 invalid_cwd /
 # unknown_provider, 400 transcript cursors; API.md §3-§4), so "valid data is accepted" is off.
 schema.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(enabled=False)
+# An oversized invalid body is refused before it is parsed: 413 payload_too_large is a
+# rejection too (docs/security.md).
+schema.config.checks.negative_data_rejection = NegativeDataRejectionConfig(
+    expected_statuses=[
+        "400",
+        "401",
+        "403",
+        "404",
+        "405",
+        "406",
+        "409",
+        "413",
+        "415",
+        "422",
+        "428",
+        "429",
+    ]
+)
 
 
 def _offline_providers(home: Path) -> None:

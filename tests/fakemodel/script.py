@@ -8,6 +8,7 @@ Markers (anywhere in the prompt text; everything else is ignored):
 - `[[read:PATH]]`          call the agent's file-read tool
 - `[[mcp:SERVER:TOOL:TEXT]]` call MCP server SERVER's tool TOOL with `{"text": TEXT}`
 - `[[slow]]`               stream the reply as 300 small chunks 50 ms apart (15 s)
+- `[[pace:MS]]`            stream the reply's chunks MS milliseconds apart
 - `[[http500]]`            answer HTTP 500 (a model API outage)
 - `[[empty]]`              surround the reply's text with empty text deltas
 
@@ -22,7 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MARKER = re.compile(r"\[\[(say|write|bash|read|mcp|slow|http500|empty)(?::(.*?))?\]\]", re.DOTALL)
+MARKER = re.compile(
+    r"\[\[(say|write|bash|read|mcp|slow|pace|http500|empty)(?::(.*?))?\]\]", re.DOTALL
+)
 DEFAULT_REPLY = "Hello from the fake model."
 SIDE_REPLY = "Fake title"
 SLOW_CHUNKS = 300
@@ -80,7 +83,10 @@ def plan_for(prompt: str, tool_results: int, *, offers_tools: bool) -> Plan:
     say = next((arg for name, arg in found if name == "say"), DEFAULT_REPLY)
     if "slow" in names:
         return Plan(text_chunks=[f"{i} " for i in range(SLOW_CHUNKS)], delay=SLOW_DELAY)
-    return Plan(text_chunks=_chunks(say), empty_deltas="empty" in names)
+    pace = next((arg for name, arg in found if name == "pace"), "0")
+    return Plan(
+        text_chunks=_chunks(say), delay=float(pace or 0) / 1000, empty_deltas="empty" in names
+    )
 
 
 def _chunks(text: str) -> list[str]:

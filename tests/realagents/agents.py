@@ -117,19 +117,32 @@ def opencode_env(home: Path, model: FakeModel) -> dict[str, str]:
     }
 
 
-def _table(name: str, command: Path, args: list[str], env: dict[str, str]) -> str:
+def toml_table(name: str, command: str, args: list[str], env: dict[str, str]) -> str:
+    """A `[providers.NAME]` table for providers.toml."""
     # JSON strings are valid TOML basic strings for the paths and values used here.
     inline = ", ".join(f"{key} = {json.dumps(value)}" for key, value in sorted(env.items()))
     return (
-        f"\n[providers.{name}]\ncommand = {json.dumps(str(command))}\n"
+        f"\n[providers.{name}]\ncommand = {json.dumps(command)}\n"
         f"args = {json.dumps(args)}\nenv = {{ {inline} }}\n"
     )
 
 
+def launch_specs(
+    agent_homes: Path, model: FakeModel
+) -> dict[str, tuple[str, list[str], dict[str, str]]]:
+    """Provider name → (command, args, env) of each real agent, homes under `agent_homes`."""
+    return {
+        "claude_code": (
+            str(CLAUDE_CODE_ACP),
+            [],
+            claude_code_env(agent_homes / "claude_code", model),
+        ),
+        "opencode": (str(OPENCODE), ["acp"], opencode_env(agent_homes / "opencode", model)),
+    }
+
+
 def write_providers(c2_home: Path, agent_homes: Path, model: FakeModel) -> None:
     """Append the `claude_code` and `opencode` overrides to `c2_home/providers.toml`."""
-    claude = claude_code_env(agent_homes / "claude_code", model)
-    opencode = opencode_env(agent_homes / "opencode", model)
     with (c2_home / "providers.toml").open("a", encoding="utf-8") as out:
-        out.write(_table("claude_code", CLAUDE_CODE_ACP, [], claude))
-        out.write(_table("opencode", OPENCODE, ["acp"], opencode))
+        for name, (command, args, env) in launch_specs(agent_homes, model).items():
+            out.write(toml_table(name, command, args, env))

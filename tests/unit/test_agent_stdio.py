@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.agents.stdio import NdjsonStdio
+from core.agents.stdio import NdjsonStdio, spawn
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -82,3 +84,20 @@ async def test_stdio_send_after_close_raises_connection_error(harness: Harness) 
     await harness.stdio.close()
     with pytest.raises(ConnectionError):
         await harness.stdio.send({"jsonrpc": "2.0", "method": "session/cancel"})
+
+
+async def test_spawn_withholds_c2_variables_from_the_agent(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A spawned agent sees the server's environment except c2's own C2_* variables."""
+    monkeypatch.setenv("C2_DATABASE_URL", "postgresql+psycopg://c2:secret@db/c2")
+    monkeypatch.setenv("C2_HOME", str(tmp_path))
+    monkeypatch.setenv("AGENT_API_KEY", "for-the-agent")
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), 10)
+    await asyncio.wait_for(protocol.exited.wait(), 10)
+    seen = json.loads(line)
+    assert seen["AGENT_API_KEY"] == "for-the-agent"
+    assert not [name for name in seen if name.startswith("C2_")]

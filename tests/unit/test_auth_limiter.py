@@ -26,15 +26,28 @@ def test_attempt_limiter_counts_a_sliding_window():
     assert limiter.hit("a") is None
 
 
-def test_attempt_limiter_memory_is_bounded():
-    """Idle keys are forgotten once the table is full."""
+def test_attempt_limiter_memory_is_bounded_by_evicting_the_oldest_address():
+    """A full table forgets the address that failed least recently, not every counter."""
     clock = Clock()
-    limiter = AttemptLimiter(1, 1.0, clock=clock, max_keys=10)
-    for i in range(10):
-        limiter.hit(f"k{i}")
-    clock.now += 2
-    limiter.hit("new")
-    assert len(limiter._seen) == 1
+    limiter = AttemptLimiter(1, 60.0, clock=clock, max_keys=3)
+    for key in ("a", "b", "c"):
+        limiter.fail(key)
+        clock.now += 1
+    limiter.fail("a")  # a failed again: now b is the oldest
+    limiter.fail("d")
+    assert len(limiter._seen) == 3
+    assert limiter.check("b") is None  # evicted
+    assert all(limiter.check(k) is not None for k in ("a", "c", "d"))
+
+
+def test_attempt_limiter_counts_only_failures():
+    """Checking is free: only `fail` spends the budget."""
+    limiter = AttemptLimiter(2, 60.0, clock=Clock())
+    assert [limiter.check("a") for _ in range(10)] == [None] * 10
+    limiter.fail("a")
+    assert limiter.check("a") is None
+    limiter.fail("a")
+    assert limiter.check("a") == 60
 
 
 def test_secrets_are_high_entropy_and_stored_as_digests():

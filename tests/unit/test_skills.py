@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from core.skills import SkillInfo, SkillLibrary, is_skill_id, parse_skill
+from core.skills import MAX_SKILL_BYTES, SkillInfo, SkillLibrary, is_skill_id, parse_skill
 
 COMMIT = (
     "---\n"
@@ -145,3 +147,67 @@ def test_skills_front_matter_tolerates_bom_and_crlf() -> None:
     """A UTF-8 BOM and Windows line endings still parse."""
     skill = parse_skill("x", "\ufeff---\r\nname: Win\r\n---\r\nBody\r\n")
     assert skill.name == "Win" and skill.compile({}) == "Body"
+
+
+# -- hostile repositories ----------------------------------------------------------------------
+
+
+def test_skills_project_symlink_to_a_device_is_skipped(
+    home: Path, project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SKILL.md symlinked to /dev/zero is skipped with a warning, never read to its end."""
+    folder = project / ".agents" / "skills" / "zero"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").symlink_to("/dev/zero")
+    write_skill(project / ".agents" / "skills", "ok", COMMIT)
+    with caplog.at_level(logging.WARNING, logger="core.skills"):
+        listed = SkillLibrary(home).list(str(project))
+    assert [s.id for s in listed] == ["ok"]
+    assert "zero" in caplog.text
+
+
+def test_skills_project_fifo_does_not_block(home: Path, project: Path) -> None:
+    """A SKILL.md that is a FIFO is skipped at once (no writer is ever waited for)."""
+    folder = project / ".agents" / "skills" / "pipe"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "SKILL.md")
+    library = SkillLibrary(home)
+    results: list[object] = []
+    # A daemon thread: without the guard the read would block forever on the FIFO.
+    worker = threading.Thread(
+        target=lambda: results.extend(
+            [library.list(str(project)), library.get("pipe", str(project))]
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert results == [[], None]
+
+
+def test_skills_project_symlink_out_of_the_project_is_not_followed(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """A skill file or skills folder symlinked outside the project is never read."""
+    outside = write_skill(tmp_path / "elsewhere", "secret", COMMIT)
+    skills = project / ".agents" / "skills"
+    (skills / "leak").mkdir(parents=True)
+    (skills / "leak" / "SKILL.md").symlink_to(outside / "SKILL.md")
+    (skills / "dir-leak").symlink_to(outside)
+    inside = write_skill(project / "docs", "shared", COMMIT)
+    (skills / "shared").symlink_to(inside)  # a symlink that stays inside the project is fine
+    library = SkillLibrary(home)
+    assert [s.id for s in library.list(str(project))] == ["shared"]
+    assert library.get("leak", str(project)) is None
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".agents").mkdir()
+    (other / ".agents" / "skills").symlink_to(tmp_path / "elsewhere")
+    assert library.list(str(other)) == []
+
+
+def test_skills_oversized_file_is_skipped(home: Path, project: Path) -> None:
+    """A SKILL.md over the size limit is skipped, whatever its front matter."""
+    big = COMMIT + "x" * (MAX_SKILL_BYTES + 1)
+    write_skill(project / ".agents" / "skills", "big", big)
+    assert SkillLibrary(home).list(str(project)) == []

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -318,6 +319,31 @@ def test_validate_worktree_detects_a_switched_branch(repo: RepoFixture, root: Pa
     repo.git("-C", created.worktree_path, "checkout", "--quiet", "--detach")
     with pytest.raises(WorktreeUnavailableError, match="a detached HEAD checked out, not"):
         validate_worktree(created.identity)
+
+
+def test_validate_worktree_refuses_a_git_link_replaced_by_a_fifo(
+    repo: RepoFixture, root: Path
+) -> None:
+    """An agent that turns the checkout's `.git` into a FIFO gets a refusal, not a hang."""
+    created = create_worktree(str(repo.root), SESSION, CURRENT, None, root)
+    link = Path(created.worktree_path) / ".git"
+    link.unlink()
+    os.mkfifo(link)
+    outcome: list[BaseException | None] = []
+
+    def validate() -> None:
+        try:
+            validate_worktree(created.identity)
+            outcome.append(None)
+        except WorktreeUnavailableError as exc:
+            outcome.append(exc)
+
+    # A daemon thread: without the guard the read would wait forever for a writer.
+    worker = threading.Thread(target=validate, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert len(outcome) == 1 and isinstance(outcome[0], WorktreeUnavailableError)
+    assert "not a worktree link" in str(outcome[0])
 
 
 def test_discard_worktree_removes_checkout_and_branch(repo: RepoFixture, root: Path) -> None:

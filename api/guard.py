@@ -1,0 +1,203 @@
+"""The request guard: credentials first, then a bounded body (API.md §2, docs/security.md).
+
+A pure ASGI middleware inside the Host allowlist and CORS. For `/v1/*` (except `POST /v1/pair`)
+it verifies the bearer before a single body byte is read, so an unauthenticated client can
+neither make the server buffer a body nor parse one. It spends every stream ticket a request
+presents (even one that then fails validation), rate-limits failed credential checks per
+client address and globally, and hands the verified device to the routes in the scope state.
+Bodies above the limit are a 413, counted as they arrive (chunked bodies included). Every
+response gets `Cache-Control: no-store` under `/v1`; HTML responses get security headers.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import problem_response
+from api.settings import Settings
+from core.auth import (
+    AttemptLimiter,
+    DeviceAuth,
+    InvalidTicketError,
+    RateLimitedError,
+    UnauthorizedError,
+)
+from core.errors import DomainError, StoreUnavailableError
+from core.store.devices import Device
+
+log = logging.getLogger(__name__)
+
+DEVICE_KEY = "c2_device"  # scope["state"] key of the verified device
+PAIR_PATH = "/v1/pair"
+EVENTS_PATH = "/v1/events"
+# The pairing body is a token and a device name: nothing unauthenticated needs more.
+UNAUTHENTICATED_BODY_BYTES = 16 * 1024
+HTML_HEADERS = {
+    # A page that needs a script names it by hash in its own header (see the pairing page).
+    "Content-Security-Policy": (
+        "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class PayloadTooLargeError(DomainError):
+    code = "payload_too_large"
+    status = 413
+    title = "Request body too large"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _bearer(scope: Scope) -> str | None:
+    value = _header(scope, b"authorization")
+    if value is None:
+        return None
+    scheme, _, credentials = value.partition(" ")
+    credentials = credentials.strip()
+    return credentials if scheme.lower() == "bearer" and credentials else None
+
+
+def _tickets(scope: Scope) -> list[str]:
+    query = scope.get("query_string", b"").decode("latin-1")
+    return [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "ticket" and v]
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.max_body = settings.max_body_bytes
+        self.per_client = AttemptLimiter(settings.auth_failures_per_minute, 60.0)
+        self.everyone = AttemptLimiter(settings.auth_failures_per_minute_total, 60.0)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        api = path == "/v1" or path.startswith("/v1/")
+        send = self._headers(send, api=api)
+        limit = self.max_body
+        if api and path == PAIR_PATH:
+            limit = min(limit, UNAUTHENTICATED_BODY_BYTES)
+        elif api:
+            try:
+                device = await self._authenticate(scope)
+            except DomainError as err:
+                await problem_response(err)(scope, receive, send)
+                return
+            scope.setdefault("state", {})[DEVICE_KEY] = device
+        try:
+            receive = await self._bounded_body(scope, receive, limit)
+        except PayloadTooLargeError as err:
+            response = problem_response(err, headers={"Connection": "close"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    # -- credentials -----------------------------------------------------------------------------
+
+    def _limited(self, client: str) -> None:
+        retry_after = self.per_client.check(client) or self.everyone.check("*")
+        if retry_after is not None:
+            raise RateLimitedError("too many failed authentications", retry_after=retry_after)
+
+    def _failed(self, client: str) -> None:
+        self.per_client.fail(client)
+        self.everyone.fail("*")
+
+    async def _authenticate(self, scope: Scope) -> Device:
+        auth: DeviceAuth = scope["app"].state.services.auth
+        client = _client(scope)
+        bearer, tickets = _bearer(scope), _tickets(scope)
+        if not (bearer and not tickets and auth.recognizes(bearer)):
+            self._limited(client)  # a bearer that proved itself before is never refused here
+        try:
+            ticket_device: Device | None = None
+            refused: InvalidTicketError | None = None
+            for ticket in tickets:  # every presented ticket is spent, whatever happens next
+                try:
+                    redeemed = await auth.redeem_ticket(ticket)
+                except InvalidTicketError as err:
+                    self._failed(client)
+                    refused = refused or err
+                else:
+                    ticket_device = ticket_device or redeemed
+            if refused is not None and bearer is None:
+                raise refused
+            if bearer is not None:
+                try:
+                    return await auth.authenticate(bearer)
+                except UnauthorizedError:
+                    self._failed(client)
+                    raise
+            if ticket_device is not None and scope["path"] == EVENTS_PATH:
+                return ticket_device
+        except DomainError:
+            raise
+        except Exception as exc:  # the store failed: say so, never a 500 or a pass
+            log.warning("credential check failed: %s", exc)
+            raise StoreUnavailableError("credentials cannot be checked right now") from exc
+        raise UnauthorizedError("an `Authorization: Bearer <bearer>` header is required")
+
+    # -- body ------------------------------------------------------------------------------------
+
+    async def _bounded_body(self, scope: Scope, receive: Receive, limit: int) -> Receive:
+        """Read the whole body (at most `limit` bytes) and replay it to the app."""
+        length = _header(scope, b"content-length")
+        if length is None and _header(scope, b"transfer-encoding") is None:
+            return receive  # no body to read
+        if length is not None and length.strip().isdigit() and int(length) > limit:
+            raise PayloadTooLargeError(f"the request body is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending: list[Message] = [message]  # a disconnect: let the app see it
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLargeError(f"the request body is larger than {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+                break
+
+        async def replay() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        return replay
+
+    # -- response headers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _headers(send: Send, *, api: bool) -> Send:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if api and "cache-control" not in headers:
+                    headers["Cache-Control"] = "no-store"
+                if headers.get("content-type", "").startswith("text/html"):
+                    for name, value in HTML_HEADERS.items():
+                        headers.setdefault(name, value)
+            await send(message)
+
+        return with_headers

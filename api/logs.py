@@ -1,0 +1,80 @@
+"""Log hygiene: credentials never reach the access log, and a flood of one error is one line.
+
+`RedactCredentials` rewrites uvicorn's access-log request line so `?ticket=` (and any other
+credential-bearing query parameter) shows its name but not its value. `OncePerInterval` lets a
+repeated warning or error through once per interval and counts what it held back, so a flood
+of bad connections (or `Too many open files`) cannot fill the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+
+CREDENTIAL_PARAMS = ("ticket", "token", "bearer", "access_token")
+_CREDENTIAL = re.compile(
+    r"(?P<key>(?:^|[?&;])(?:" + "|".join(CREDENTIAL_PARAMS) + r")=)[^&;#\s]*", re.IGNORECASE
+)
+REDACTED = "[redacted]"
+REPEAT_INTERVAL_SECONDS = 60.0
+# Loggers whose messages a client can make repeat at will (protocol errors, accept failures).
+NOISY_LOGGERS = ("uvicorn.error", "asyncio", "sse_starlette.sse")
+
+
+def redact(target: str) -> str:
+    """`target` (a path with query) with every credential parameter's value replaced."""
+    return _CREDENTIAL.sub(lambda m: m.group("key") + REDACTED, target)
+
+
+class RedactCredentials(logging.Filter):
+    """For `uvicorn.access`: its args are (client, method, path with query, version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(redact(a) if isinstance(a, str) and "=" in a else a for a in args)
+        return True
+
+
+class OncePerInterval(logging.Filter):
+    """Passes each distinct warning-or-worse message once per `interval` seconds."""
+
+    def __init__(
+        self,
+        interval: float = REPEAT_INTERVAL_SECONDS,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1024,
+    ) -> None:
+        super().__init__()
+        self._interval, self._clock, self._max_keys = interval, clock, max_keys
+        self._last: dict[tuple[str, int, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.name, record.levelno, str(record.msg))  # the template, not its values
+        now = self._clock()
+        seen = self._last.get(key)
+        if seen is not None and now - seen[0] < self._interval:
+            self._last[key] = (seen[0], seen[1] + 1)
+            return False
+        if len(self._last) >= self._max_keys:
+            self._last.clear()
+        self._last[key] = (now, 0)
+        if seen is not None and seen[1]:
+            record.msg = f"{record.msg} ({seen[1]} more like this in the last interval)"
+        return True
+
+
+def install_log_filters() -> None:
+    """Attach the filters to their loggers once (idempotent; a process may build many apps)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactCredentials) for f in access.filters):
+        access.addFilter(RedactCredentials())
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OncePerInterval) for f in logger.filters):
+            logger.addFilter(OncePerInterval())
