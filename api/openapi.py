@@ -112,6 +112,16 @@ def _problem_properties(codes: list[dict[str, Any]]) -> dict[str, Any]:
         "request_id": {"type": "string"},
         "session": {"type": "string"},
         "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}},
+        "auth_methods": {
+            "type": "array",
+            "description": "agent_auth_required: the agent's ACP authMethods",
+            "items": {"$ref": "#/components/schemas/AuthMethod"},
+        },
+        "stderr_tail": {
+            "type": "string",
+            "description": "Agent failures: what the agent wrote to stderr meanwhile "
+            "(last 2 KiB / 20 lines)",
+        },
     }
 
 
@@ -160,9 +170,21 @@ def _problem_schemas() -> dict[str, Any]:
             "message": {"type": "string"},
         },
     }
+    auth_method = {
+        "type": "object",
+        "title": "AuthMethod",
+        "description": "One of the agent's ACP authMethods.",
+        "required": ["id", "name"],
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "description": {"type": ["string", "null"]},
+        },
+    }
     return {
         "Problem": problem,
         "FieldError": field_error,
+        "AuthMethod": auth_method,
         "SessionsError": sessions_error,
         "TranscriptError": transcript_error,
     }

@@ -63,6 +63,7 @@ OPERATION_IDS = {
     ("post", "/v1/sessions/{session_id}/cancel"): "cancel",
     ("put", "/v1/sessions/{session_id}/config-options/{config_id}"): "setConfigOption",
     ("put", "/v1/sessions/{session_id}/execution-policy"): "setExecutionPolicy",
+    ("put", "/v1/sessions/{session_id}/mode"): "setMode",
     ("put", "/v1/sessions/{session_id}/model"): "setModel",
     ("put", "/v1/sessions/{session_id}/permission-mode"): "setPermissionMode",
     ("post", "/v1/sessions/{session_id}/permissions/{input_id}"): "answerPermission",

@@ -7,6 +7,7 @@ through a real `c2 serve`, then checked against `StreamFrame` of the OpenAPI doc
 from __future__ import annotations
 
 import sqlite3
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from api.frames import StreamFrame
 from api.openapi import document
 from core.protocol import Event
 from tests.conftest import make_settings
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import REPO, C2Server, Client, EventStream
+
+MODES_PROVIDER = f"""
+[providers.modes]
+command = "{sys.executable}"
+args = ["-m", "tests.agents.scripted_agent"]
+env = {{ PYTHONPATH = "{REPO}", SCRIPTED_AGENT_MODES = "1" }}
+"""
 
 
 def _frame_validator(tmp_path: Path) -> Any:
@@ -43,9 +51,13 @@ def _frame_kinds() -> set[str]:
     return {typing.get_args(m.model_fields["kind"].annotation)[0] for m in members}
 
 
-async def test_stream_frames_match_the_published_schemas(fresh_c2: C2Server, tmp_path: Path):
+async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     """Every frame and event kind a real server sends validates against StreamFrame."""
     validator = _frame_validator(tmp_path)
+    fresh_c2 = C2Server(tmp_path / "home")
+    with (fresh_c2.home / "providers.toml").open("a", encoding="utf-8") as toml:
+        toml.write(MODES_PROVIDER)
+    fresh_c2.start()
     work = tmp_path / "project"
     work.mkdir()
     client = Client(fresh_c2)
@@ -67,6 +79,9 @@ async def test_stream_frames_match_the_published_schemas(fresh_c2: C2Server, tmp
             assert resp.status_code == 200, resp.text
             await client.prompt(sid, "/fail kaboom")
             await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
+            # An agent with session modes (Claude Code's) reports them: the `modes` event.
+            await client.new_session(work, provider={"custom": "modes"})
+            await stream.until_event("modes")
             resp = await client.http.delete(f"/v1/sessions/{sid}")
             assert resp.status_code == 204, resp.text
             await stream.until_event("session_deleted")
@@ -81,6 +96,7 @@ async def test_stream_frames_match_the_published_schemas(fresh_c2: C2Server, tmp
             frames.append(await broken.frame())
     finally:
         await client.aclose()
+        fresh_c2.stop()
     for frame in frames:
         errors = [e.message for e in validator.iter_errors(frame)]
         assert errors == [], (frame, errors)
