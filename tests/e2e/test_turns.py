@@ -377,8 +377,9 @@ async def test_agent_ignoring_cancel_is_ended_by_delete(client: Client, workdir:
     sid = (await client.new_session(workdir))["id"]
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
-        await client.prompt(sid, "/ignore-cancel")
-        await stream.until_event("turn_started")
+        # The agent speaks once it holds the prompt: a cancel before that never reaches it.
+        await client.prompt(sid, "/text busy\n/ignore-cancel")
+        await stream.until_event("agent_text")
         resp = await client.http.post(f"/v1/sessions/{sid}/cancel")
         assert resp.json()["cancelled"] is True
         await anyio.sleep(0.5)
