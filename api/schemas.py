@@ -77,6 +77,7 @@ class DeviceOut(BaseModel):
     name: str
     created_at: str
     last_seen: str | None
+    scopes: list[str]  # read, approve, operate, admin (canonical order)
 
 
 # -- bare ops (POST /v1/ops) -----------------------------------------------------------------

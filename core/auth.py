@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from core.bus import EventBus
 from core.errors import DomainError
+from core.scopes import ALL_SCOPES, Scope
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
 from core.store.devices import Device, DeviceRepository
@@ -81,12 +82,15 @@ class StreamTicket:
     expires_in: int
 
 
-def create_device(uow: UnitOfWork, name: str | None) -> PairedDevice:
-    """Mint a device and its bearer inside `uow` (the CLI's `c2 pair` and `POST /v1/pair`)."""
+def create_device(
+    uow: UnitOfWork, name: str | None, scopes: frozenset[Scope] = ALL_SCOPES
+) -> PairedDevice:
+    """Mint a device with `scopes` and its bearer inside `uow` (the CLI's `c2 pair` and
+    `POST /v1/pair`)."""
     bearer = new_secret()
     device_id = str(uuid.uuid4())
     DeviceRepository(uow.conn).create(
-        device_id, (name or "").strip() or DEFAULT_DEVICE_NAME, digest(bearer), utcnow()
+        device_id, (name or "").strip() or DEFAULT_DEVICE_NAME, digest(bearer), utcnow(), scopes
     )
     return PairedDevice(device_id=device_id, bearer=bearer)
 
@@ -174,13 +178,14 @@ class DeviceAuth:
 
     # -- pairing -------------------------------------------------------------------------------
 
-    async def mint_pairing_token(self) -> str:
-        """A one-time pairing token, valid for the pairing TTL."""
+    async def mint_pairing_token(self, scopes: frozenset[Scope] = ALL_SCOPES) -> str:
+        """A one-time pairing token, valid for the pairing TTL; the device it pairs gets
+        `scopes`."""
         token = new_secret()
         now = utcnow()
         await self._store.write(
             lambda uow: DeviceRepository(uow.conn).add_pairing_token(
-                digest(token), now, now + self._pairing_ttl
+                digest(token), now, now + self._pairing_ttl, scopes
             )
         )
         return token
@@ -193,9 +198,10 @@ class DeviceAuth:
         token_hash = digest(token)
 
         def redeem(uow: UnitOfWork) -> PairedDevice | None:
-            if not DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow()):
+            scopes = DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
+            if scopes is None:
                 return None
-            return create_device(uow, device_name)
+            return create_device(uow, device_name, scopes)
 
         paired = await self._store.write(redeem)
         if paired is None:
@@ -272,7 +278,7 @@ class DeviceAuth:
         for device in devices:
             pending = self._seen.get(device.id)
             if pending is not None and (device.last_seen is None or device.last_seen < pending):
-                device = Device(device.id, device.name, device.created_at, pending)
+                device = Device(device.id, device.name, device.created_at, pending, device.scopes)
             merged.append(device)
         return merged
 

@@ -21,7 +21,9 @@ from starlette.types import Receive, Scope, Send
 
 from api.authn import DeviceDep, ServicesDep
 from api.openapi import Responses, problems
+from api.scopes import needs
 from api.stream import EventStream, StreamSlots, TooManyStreamsError
+from core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1
@@ -70,7 +72,8 @@ _STREAM: Responses = {
 @router.get(
     "/events",
     response_class=EventSourceResponse,
-    responses=_STREAM | problems(401, 404, 422, 429),
+    responses=_STREAM | problems(401, 403, 404, 422, 429),
+    openapi_extra=needs(DeviceScope.READ),
 )
 async def events(
     request: Request,

@@ -25,6 +25,7 @@ from core.protocol import (
     TextPart,
     TurnStarted,
 )
+from core.scopes import ALL_SCOPES, Scope
 from core.session import SessionRecord, utcnow
 from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
 from core.store.devices import Device, DeviceRepository
@@ -191,19 +192,21 @@ async def test_store_devices_bearers_tokens_tickets(store):
 
     def add_tokens(uow: UnitOfWork) -> None:
         repo = DeviceRepository(uow.conn)
-        repo.add_pairing_token(token, now, now + timedelta(minutes=15))
-        repo.add_pairing_token(expired, now - timedelta(hours=1), now - timedelta(minutes=1))
+        repo.add_pairing_token(token, now, now + timedelta(minutes=15), frozenset({Scope.READ}))
+        repo.add_pairing_token(
+            expired, now - timedelta(hours=1), now - timedelta(minutes=1), ALL_SCOPES
+        )
 
     await db.write(add_tokens)
 
-    async def redeem(token_hash: str) -> bool:
+    async def redeem(token_hash: str) -> frozenset[Scope] | None:
         return await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
         )
 
-    assert await redeem(token) is True
-    assert await redeem(token) is False
-    assert await redeem(expired) is False
+    assert await redeem(token) == {Scope.READ}
+    assert await redeem(token) is None
+    assert await redeem(expired) is None
 
     async def add_ticket(ticket_hash: str) -> None:
         expires = now + timedelta(minutes=5)

@@ -122,7 +122,8 @@ def test_auth_devices_list_and_revoke(live_server: LiveServer):
         devices = client.get("/v1/devices", headers=live_server.headers).json()
         by_name = {d["name"]: d for d in devices}
         assert set(by_name) == {"tests", "phone"}
-        assert set(by_name["phone"]) == {"id", "name", "created_at", "last_seen"}
+        assert set(by_name["phone"]) == {"id", "name", "created_at", "last_seen", "scopes"}
+        assert by_name["phone"]["scopes"] == ["read", "approve", "operate", "admin"]
         assert by_name["phone"]["last_seen"] is not None
         assert by_name["phone"]["created_at"].endswith("Z")
         resp = client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)
