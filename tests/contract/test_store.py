@@ -306,3 +306,46 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
     stored = await db.read(lambda r: r.events.after(0, limit=1000))
     assert [ev.seq for ev in stored] == [ev.seq for ev in published]
     assert [ev.seq for ev in published] == sorted(ev.seq for ev in published)
+
+
+def test_store_device_scopes_migration_keeps_full_scopes(database_url: str):
+    """Devices and unredeemed pairing tokens from before 0006_device_scopes keep all four
+    scopes."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(database_url)
+    now = utcnow()
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0003_agent_processes")
+            conn.execute(
+                text(
+                    "INSERT INTO devices (id, name, bearer_hash, created_at)"
+                    " VALUES ('old', 'laptop', :h, :now)"
+                ),
+                {"h": digest("bearer"), "now": now},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO pairing_tokens (token_hash, created_at, expires_at)"
+                    " VALUES (:h, :now, :later)"
+                ),
+                {"h": digest("token"), "now": now, "later": now + timedelta(minutes=15)},
+            )
+    finally:
+        engine.dispose()
+    store = Store(database_url)
+    try:
+        store.migrate()
+        device = store.write_sync(lambda uow: DeviceRepository(uow.conn).get("old"))
+        token = store.write_sync(
+            lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(digest("token"), utcnow())
+        )
+    finally:
+        store.close()
+    assert device is not None and device.scopes == ALL_SCOPES
+    assert token == ALL_SCOPES
