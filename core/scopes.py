@@ -25,10 +25,8 @@ ALL_SCOPES: frozenset[Scope] = frozenset(Scope)
 _ORDER = {scope: i for i, scope in enumerate(Scope)}
 
 
-class UnknownScopeError(DomainError):
-    code = "unknown_scope"
-    status = 422
-    title = "Unknown scope"
+class UnknownScopeError(ValueError):
+    """A scope name that is not one of the four (`c2 pair --scopes`)."""
 
 
 class InsufficientScopeError(DomainError):
