@@ -23,6 +23,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
     SkillBlock,
@@ -124,6 +125,10 @@ class SetModelWireOp(SetModelOp):
     op: Literal["set_model"]
 
 
+class SetModeWireOp(SetModeOp):
+    op: Literal["set_mode"]
+
+
 class SetConfigOptionWireOp(SetConfigOptionOp):
     op: Literal["set_config_option"]
 
@@ -137,6 +142,7 @@ WireOp = Annotated[
     | SetPermissionModeWireOp
     | SetSandboxWireOp
     | SetModelWireOp
+    | SetModeWireOp
     | SetConfigOptionWireOp,
     Field(discriminator="op"),
 ]
@@ -172,6 +178,10 @@ class SandboxBody(CorrelatedBody):
 
 class ModelBody(CorrelatedBody):
     model: str = Field(min_length=1, max_length=256)
+
+
+class ModeBody(CorrelatedBody):
+    mode_id: str = Field(min_length=1, max_length=256)
 
 
 class ConfigValueBody(CorrelatedBody):

@@ -37,6 +37,7 @@ OP_SCOPES: dict[str, Scope] = {
     "set_permission_mode": Scope.OPERATE,
     "set_sandbox": Scope.OPERATE,
     "set_model": Scope.OPERATE,
+    "set_mode": Scope.OPERATE,
     "set_config_option": Scope.OPERATE,
 }
 PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})

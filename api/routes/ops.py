@@ -18,6 +18,7 @@ from api.schemas import (
     AnswerBody,
     ConfigValueBody,
     CorrelatedBody,
+    ModeBody,
     ModelBody,
     NewSessionBody,
     PermissionModeBody,
@@ -32,6 +33,7 @@ from core.outcomes import (
     CancelResult,
     ConfigResult,
     ModelResult,
+    ModeResult,
     PolicyResult,
     PromptAccepted,
 )
@@ -44,6 +46,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
 )
@@ -192,8 +195,19 @@ async def set_sandbox(
 async def set_model(
     session_id: SessionPath, body: ModelBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
-    """Set the session model."""
+    """Set the session model (one of the snapshot's `models.available`)."""
     op = SetModelOp(session=session_id, model=body.model)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put(
+    "/sessions/{session_id}/mode", responses=_ok(ModeResult), openapi_extra=needs(Scope.OPERATE)
+)
+async def set_mode(
+    session_id: SessionPath, body: ModeBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Switch the agent's ACP session mode (one of the snapshot's `modes.available`)."""
+    op = SetModeOp(session=session_id, mode_id=body.mode_id, request_id=body.request_id)
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 

@@ -3,7 +3,7 @@
 Devices and unredeemed tokens that exist before this revision keep full scopes.
 
 Revision ID: 0006_device_scopes
-Revises: 0003_agent_processes
+Revises: 0004_agent_sessions
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_device_scopes"
-down_revision = "0003_agent_processes"
+down_revision = "0004_agent_sessions"
 branch_labels = None
 depends_on = None
 
