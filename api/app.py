@@ -21,6 +21,7 @@ from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
 from api.routes import auth, catalog, events, health, ops, sessions
 from api.routes.docs import install_docs
+from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
 from api.settings import Settings
 from api.stream import StreamSlots
@@ -65,9 +66,11 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         redirect_slashes=False,
     )
     app.state.stream_slots = StreamSlots(settings.max_streams_per_device)
-    for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
+    routers = (health.router, auth.router, ops.router, sessions.router, catalog.router)
+    for router in (*routers, events.router):
         app.include_router(router)
-    app.include_router(events.router)
+    # The guard finds a request's route (and its declared scope) among these same routers.
+    app.state.scope_table = ScopeTable((*routers, events.router))
     install_docs(app)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass

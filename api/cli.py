@@ -75,17 +75,28 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _pair(args: argparse.Namespace) -> int:
     from core.auth import create_device
+    from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
     from core.store.database import Store
 
+    try:
+        scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
+    except UnknownScopeError as exc:
+        print(f"c2: {exc}", file=sys.stderr, flush=True)
+        return 2
     settings = Settings.build(home=args.home)
     prepare_home(settings.home, create_database=settings.database_in_home)
     store = Store(settings.database_url)
     try:
         store.migrate()
-        paired = store.write_sync(lambda uow: create_device(uow, args.name))
+        paired = store.write_sync(lambda uow: create_device(uow, args.name, scopes))
     finally:
         store.close()
-    print(json.dumps({"device_id": paired.device_id, "bearer": paired.bearer}), flush=True)
+    print(
+        json.dumps(
+            {"device_id": paired.device_id, "bearer": paired.bearer, "scopes": ordered(scopes)}
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -181,6 +192,11 @@ def parser() -> argparse.ArgumentParser:
     pair = commands.add_parser("pair", help="mint a device bearer directly in the store")
     pair.add_argument("--name", required=True)
     pair.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
+    pair.add_argument(
+        "--scopes",
+        metavar="LIST",
+        help="comma-separated scopes: read, approve, operate, admin (default: all four)",
+    )
     pair.set_defaults(run=_pair)
 
     pair_url = commands.add_parser(

@@ -32,7 +32,7 @@ from api.errors import (
 from core.engine import Engine
 from core.errors import DomainError, RequestIdReusedError
 from core.outcomes import CancelResult, PromptAccepted
-from core.protocol import AnswerPermissionOp, NewSessionOp, Op, SessionSnapshot
+from core.protocol import AnsweredBy, AnswerPermissionOp, NewSessionOp, Op, SessionSnapshot
 from core.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -104,13 +104,17 @@ class OpDispatcher:
         self._inflight: set[asyncio.Task[OpReply]] = set()
         self.accepting = True
 
-    async def dispatch(self, op: Op, *, device_id: str, request_id: str | None) -> Response:
-        """Perform `op` once per (device, request_id); answer its outcome or problem."""
+    async def dispatch(
+        self, op: Op, *, device_id: str, request_id: str | None, device_name: str | None = None
+    ) -> Response:
+        """Perform `op` once per (device, request_id); answer its outcome or problem. A
+        permission answer is recorded as the device's (`device_name` names it)."""
         if not self.accepting:
             raise ShuttingDownError("the server is shutting down", retry_after=1)
         # answer_permission's request_id names the permission, not a client retry (API.md §1).
         key = None if isinstance(op, AnswerPermissionOp) else request_id
-        task = asyncio.create_task(self._run(op, device_id, key), name=f"op:{op.op}")
+        actor = AnsweredBy(device_id=device_id, name=device_name or device_id)
+        task = asyncio.create_task(self._run(op, device_id, key, actor), name=f"op:{op.op}")
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         # Shielded: a client that disconnects does not cancel an op already handed over.
@@ -132,9 +136,11 @@ class OpDispatcher:
         if self._inflight:
             await asyncio.wait(tuple(self._inflight), timeout=timeout)
 
-    async def _run(self, op: Op, device_id: str, request_id: str | None) -> OpReply:
+    async def _run(
+        self, op: Op, device_id: str, request_id: str | None, actor: AnsweredBy
+    ) -> OpReply:
         if request_id is None:
-            return await self._perform(op, None)
+            return await self._perform(op, None, actor)
         fingerprint = op_fingerprint(op, request_id)
         async with self._locks.hold((device_id, request_id)):
             record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
@@ -149,7 +155,7 @@ class OpDispatcher:
                     )
                 headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
                 return OpReply(record.status, record.body_json.encode("utf-8"), headers)
-            reply = await self._perform(op, request_id)
+            reply = await self._perform(op, request_id, actor)
             if reply.status < 500:  # a server-side failure may succeed when retried
                 body = reply.body.decode("utf-8")
                 try:
@@ -162,9 +168,9 @@ class OpDispatcher:
                     log.exception("could not record the outcome of request %s", request_id)
             return reply
 
-    async def _perform(self, op: Op, request_id: str | None) -> OpReply:
+    async def _perform(self, op: Op, request_id: str | None, actor: AnsweredBy) -> OpReply:
         try:
-            outcome = await self._engine.submit(op)
+            outcome = await self._engine.submit(op, actor)
         except DomainError as err:
             return self._problem(err, op, request_id)
         headers = {"Request-Id": header_text(request_id)} if request_id else {}

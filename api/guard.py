@@ -2,9 +2,12 @@
 
 A pure ASGI middleware inside the Host allowlist and CORS. For `/v1/*` (except `POST /v1/pair`)
 it verifies the bearer before a single body byte is read, so an unauthenticated client can
-neither make the server buffer a body nor parse one. It spends every stream ticket a request
-presents (even one that then fails validation), rate-limits failed credential checks per
-client address and globally, and hands the verified device to the routes in the scope state.
+neither make the server buffer a body nor parse one. Then it checks the device's scopes
+against the route's declared scope (api/scopes.py): a 403 before any validation or lookup;
+for `POST /v1/ops` the op's tag in the buffered body names the scope. It spends every stream
+ticket a request presents (even one that then fails validation), rate-limits failed credential
+checks per client address and globally, and hands the verified device to the routes in the
+scope state.
 Bodies above the limit are a 413, counted as they arrive (chunked bodies included). Every
 response gets `Cache-Control: no-store` under `/v1`; HTML responses get security headers.
 """
@@ -18,6 +21,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import problem_response
+from api.scopes import check_op, check_route
 from api.settings import Settings
 from core.auth import (
     AttemptLimiter,
@@ -94,21 +98,30 @@ class RequestGuard:
         api = path == "/v1" or path.startswith("/v1/")
         send = self._headers(send, api=api)
         limit = self.max_body
+        device: Device | None = None
+        per_op = False
         if api and path == PAIR_PATH:
             limit = min(limit, UNAUTHENTICATED_BODY_BYTES)
         elif api:
             try:
                 device = await self._authenticate(scope)
+                per_op = check_route(device, scope)
             except DomainError as err:
                 await problem_response(err)(scope, receive, send)
                 return
             scope.setdefault("state", {})[DEVICE_KEY] = device
         try:
-            receive = await self._bounded_body(scope, receive, limit)
+            receive, body = await self._bounded_body(scope, receive, limit)
         except PayloadTooLargeError as err:
             response = problem_response(err, headers={"Connection": "close"})
             await response(scope, receive, send)
             return
+        if per_op and device is not None:
+            try:
+                check_op(device, body)
+            except DomainError as err:
+                await problem_response(err)(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     # -- credentials -----------------------------------------------------------------------------
@@ -158,14 +171,17 @@ class RequestGuard:
 
     # -- body ------------------------------------------------------------------------------------
 
-    async def _bounded_body(self, scope: Scope, receive: Receive, limit: int) -> Receive:
-        """Read the whole body (at most `limit` bytes) and replay it to the app."""
+    async def _bounded_body(
+        self, scope: Scope, receive: Receive, limit: int
+    ) -> tuple[Receive, bytes]:
+        """Read the whole body (at most `limit` bytes); a receive that replays it, and it."""
         length = _header(scope, b"content-length")
         if length is None and _header(scope, b"transfer-encoding") is None:
-            return receive  # no body to read
+            return receive, b""  # no body to read
         if length is not None and length.strip().isdigit() and int(length) > limit:
             raise PayloadTooLargeError(f"the request body is larger than {limit} bytes")
         chunks: list[bytes] = []
+        body = b""
         size = 0
         while True:
             message = await receive()
@@ -178,13 +194,14 @@ class RequestGuard:
                 raise PayloadTooLargeError(f"the request body is larger than {limit} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
-                pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+                body = b"".join(chunks)
+                pending = [{"type": "http.request", "body": body, "more_body": False}]
                 break
 
         async def replay() -> Message:
             return pending.pop(0) if pending else await receive()
 
-        return replay
+        return replay, body
 
     # -- response headers ------------------------------------------------------------------------
 

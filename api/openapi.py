@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 import core.auth
 import core.engine
 import core.errors
+import core.scopes
 from api import errors as api_errors
 from api import media as api_media
 from api import openapi_responses
@@ -27,10 +28,11 @@ API_VERSION = "1.0.0"
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 # Every module the app raises DomainErrors from, so the code table does not depend on what
 # else happens to be imported.
-_ERROR_MODULES = (core.auth, core.engine, core.errors, api_errors, api_media)
+_ERROR_MODULES = (core.auth, core.engine, core.errors, core.scopes, api_errors, api_media)
 _DESCRIPTIONS = {
     400: "Bad request (problem)",
     401: "Missing, invalid or revoked credentials (problem)",
+    403: "Outside the device's scopes: `insufficient_scope` (problem)",
     404: "Not found (problem)",
     409: "Conflict (problem)",
     421: "Host not allowed (problem)",

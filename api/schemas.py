@@ -81,6 +81,7 @@ class DeviceOut(BaseModel):
     name: str
     created_at: Timestamp
     last_seen: Timestamp | None
+    scopes: list[str]  # read, approve, operate, admin (canonical order)
 
 
 # -- bare ops (POST /v1/ops) -----------------------------------------------------------------

@@ -57,13 +57,12 @@ class LiveTurn:
             )
         return RunningState(turn_id=self.turn_id, prompt_request_id=self.request_id)
 
-    def drain(self) -> int:
-        """Answer every parked input `cancelled`; returns how many there were."""
-        drained = 0
+    def drain(self) -> list[PendingInput]:
+        """Answer every parked input `cancelled`; returns them, oldest first."""
+        drained = self.pending()
         for parked in self.parked.values():
             if not parked.reply.done():
                 parked.reply.set_result(None)
-            drained += 1
         self.parked.clear()
         return drained
 

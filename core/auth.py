@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from core.bus import EventBus
 from core.errors import DomainError
+from core.scopes import ALL_SCOPES, Scope
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
 from core.store.devices import Device, DeviceRepository
@@ -81,21 +82,27 @@ class StreamTicket:
     expires_in: int
 
 
-def create_device(uow: UnitOfWork, name: str | None) -> PairedDevice:
-    """Mint a device and its bearer inside `uow` (the CLI's `c2 pair` and `POST /v1/pair`)."""
+def create_device(
+    uow: UnitOfWork, name: str | None, scopes: frozenset[Scope] = ALL_SCOPES
+) -> PairedDevice:
+    """Mint a device with `scopes` and its bearer inside `uow` (the CLI's `c2 pair` and
+    `POST /v1/pair`)."""
     bearer = new_secret()
     device_id = str(uuid.uuid4())
     DeviceRepository(uow.conn).create(
-        device_id, (name or "").strip() or DEFAULT_DEVICE_NAME, digest(bearer), utcnow()
+        device_id, (name or "").strip() or DEFAULT_DEVICE_NAME, digest(bearer), utcnow(), scopes
     )
     return PairedDevice(device_id=device_id, bearer=bearer)
 
 
-def add_pairing_token(uow: UnitOfWork, ttl: timedelta) -> str:
-    """Mint a one-time pairing token inside `uow` (server start-up and `c2 pair-url`)."""
+def add_pairing_token(
+    uow: UnitOfWork, ttl: timedelta, scopes: frozenset[Scope] = ALL_SCOPES
+) -> str:
+    """Mint a one-time pairing token inside `uow` (server start-up and `c2 pair-url`) for a
+    device that will hold `scopes`."""
     token = new_secret()
     now = utcnow()
-    DeviceRepository(uow.conn).add_pairing_token(digest(token), now, now + ttl)
+    DeviceRepository(uow.conn).add_pairing_token(digest(token), now, now + ttl, scopes)
     return token
 
 
@@ -182,9 +189,12 @@ class DeviceAuth:
 
     # -- pairing -------------------------------------------------------------------------------
 
-    async def mint_pairing_token(self) -> str:
-        """A one-time pairing token, valid for the pairing TTL."""
-        return await self._store.write(lambda uow: add_pairing_token(uow, self._pairing_ttl))
+    async def mint_pairing_token(self, scopes: frozenset[Scope] = ALL_SCOPES) -> str:
+        """A one-time pairing token, valid for the pairing TTL; the device it pairs gets
+        `scopes`."""
+        return await self._store.write(
+            lambda uow: add_pairing_token(uow, self._pairing_ttl, scopes)
+        )
 
     async def pair(self, token: str, device_name: str | None, client: str) -> PairedDevice:
         """Redeem a pairing token for a new device bearer; attempts are rate limited."""
@@ -194,9 +204,10 @@ class DeviceAuth:
         token_hash = digest(token)
 
         def redeem(uow: UnitOfWork) -> PairedDevice | None:
-            if not DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow()):
+            scopes = DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
+            if scopes is None:
                 return None
-            return create_device(uow, device_name)
+            return create_device(uow, device_name, scopes)
 
         paired = await self._store.write(redeem)
         if paired is None:
@@ -273,7 +284,7 @@ class DeviceAuth:
         for device in devices:
             pending = self._seen.get(device.id)
             if pending is not None and (device.last_seen is None or device.last_seen < pending):
-                device = Device(device.id, device.name, device.created_at, pending)
+                device = Device(device.id, device.name, device.created_at, pending, device.scopes)
             merged.append(device)
         return merged
 

@@ -32,6 +32,7 @@ from core.outcomes import (
 )
 from core.processes import AgentRecords, end_orphans
 from core.protocol import (
+    AnsweredBy,
     AnswerPermissionOp,
     CancelOp,
     Doc,
@@ -126,8 +127,9 @@ class Engine:
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    async def submit(self, op: Op) -> Any:
-        """Apply one op; returns its outcome or raises a DomainError."""
+    async def submit(self, op: Op, answered_by: AnsweredBy | None = None) -> Any:
+        """Apply one op; returns its outcome or raises a DomainError. `answered_by` is the
+        device a permission answer is recorded as coming from."""
         match op:
             case NewSessionOp():
                 return await self.lifecycle.new_session(op)
@@ -136,7 +138,7 @@ class Engine:
             case CancelOp():
                 return await self.turns.cancel(op.session)
             case AnswerPermissionOp():
-                return await self.turns.answer_permission(op)
+                return await self.turns.answer_permission(op, answered_by)
             case SetExecutionPolicyOp():
                 return await self.settings.set_policy(
                     op.session, op.mode, op.sandbox, op.request_id

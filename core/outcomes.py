@@ -9,7 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.protocol import ConfigOption, ExecutionPolicy, TranscriptEntry, WorktreeBaseline
+from core.protocol import (
+    ConfigOption,
+    ExecutionPolicy,
+    TranscriptEntry,
+    WorktreeBaseline,
+    part_wire,
+)
 
 
 class PromptAccepted(BaseModel):
@@ -63,7 +69,7 @@ class TranscriptPage(BaseModel):
             {
                 "seq": e.seq,
                 "role": e.role,
-                "part": e.part.model_dump(mode="json", exclude_none=True),
+                "part": part_wire(e.part),
             }
             for e in self.entries
         ]

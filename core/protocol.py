@@ -11,7 +11,13 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Enums and small value types
@@ -377,15 +383,39 @@ class PlanPart(BaseModel):
     entries: list[str]
 
 
+class AnsweredBy(BaseModel):
+    """The paired device that answered a permission request."""
+
+    device_id: str
+    name: str
+
+
+class PermissionPart(BaseModel):
+    """The answer to a parked permission request: which option (null: cancelled) and which
+    device chose it (null: answered by c2 itself, e.g. the turn ended or was cancelled)."""
+
+    kind: Literal["permission"] = "permission"
+    input_id: str
+    title: str
+    option_id: str | None = None
+    answered_by: AnsweredBy | None = None
+
+
 Part = Annotated[
-    PromptPart | TextPart | ReasoningPart | ToolCallPart | PlanPart, Field(discriminator="kind")
+    PromptPart | TextPart | ReasoningPart | ToolCallPart | PlanPart | PermissionPart,
+    Field(discriminator="kind"),
 ]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 
 
 def part_wire(part: Part) -> dict[str, Any]:
-    """Wire form of a part: optional fields omitted when absent."""
-    return part.model_dump(mode="json", exclude_none=True)
+    """Wire form of a part: optional fields omitted when absent, except a permission's audit
+    fields (`option_id`, `answered_by`), which are present as null."""
+    wire = part.model_dump(mode="json", exclude_none=True)
+    if isinstance(part, PermissionPart):
+        wire.setdefault("option_id", None)
+        wire.setdefault("answered_by", None)
+    return wire
 
 
 class TranscriptEntry(BaseModel):
@@ -601,6 +631,19 @@ class PermissionRequest(_Event):
     options: list[tuple[str, str]]
 
 
+class PermissionResolved(_Event):
+    """A parked permission request was answered: by a device (`answered_by`), or by c2 itself
+    (`answered_by: null`: the turn ended or was cancelled). `option_id: null` is cancelled."""
+
+    event: Literal["permission_resolved"] = "permission_resolved"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"option_id", "answered_by"})
+    session: str
+    request_id: str
+    option_id: str | None
+    answered_by: AnsweredBy | None
+    transcript_seq: int | None = None
+
+
 class Cost(BaseModel):
     """Money the agent reports having spent (ACP `Cost`)."""
 
@@ -702,6 +745,7 @@ Event = Annotated[
     | ToolCall
     | PlanEvent
     | PermissionRequest
+    | PermissionResolved
     | Usage
     | ContextWindowEvent
     | Models

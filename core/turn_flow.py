@@ -43,6 +43,7 @@ from core.outcomes import (
 )
 from core.prompts import canonical_text, compile_prompt, derive_title, display_text
 from core.protocol import (
+    AnsweredBy,
     AnswerPermissionOp,
     Doc,
     ErrorEvent,
@@ -61,7 +62,7 @@ from core.protocol import (
 from core.session import SessionRecord
 from core.store.database import UnitOfWork
 from core.transcript import referenced_chat_context
-from core.turns import SessionHandler, commit_activity, commit_turn_state
+from core.turns import SessionHandler, commit_activity, record_resolution
 from core.worktrees import (
     validate_worktree_async,
 )
@@ -280,10 +281,13 @@ class TurnFlow:
         async with live.lock:
             if live.turn is not turn:
                 return  # a stale owner never ends a newer turn
-            turn.drain()
+            # What is still parked is answered cancelled by c2 itself, before the turn ends.
+            resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
             live.turn = None
             try:
-                await commit_activity(self.engine.store, live, state, extra=(closing,))
+                await commit_activity(
+                    self.engine.store, live, state, extra=(closing,), before=resolved
+                )
             except Exception:
                 log.exception("could not persist the end of a turn for %s", live.id)
         live.touch()
@@ -393,8 +397,8 @@ class TurnFlow:
                 return CancelResult(session=session_id, cancelled=False)
             # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
             if turn.parked:
-                turn.drain()
-                await commit_turn_state(self.engine.store, live)
+                resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
+                await commit_activity(self.engine.store, live, turn.state(), after=resolved)
             turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)
@@ -428,7 +432,11 @@ class TurnFlow:
         finally:
             self._escalations.discard(turn.turn_id)
 
-    async def answer_permission(self, op: AnswerPermissionOp) -> AnswerResult:
+    async def answer_permission(
+        self, op: AnswerPermissionOp, answered_by: AnsweredBy | None
+    ) -> AnswerResult:
+        """Answer a parked permission as `answered_by` (recorded in the transcript and the
+        `permission_resolved` event)."""
         live = self.engine.live_sessions.get(op.session)
         if live is None:
             raise PermissionNotPendingError("no such pending permission", session=op.session)
@@ -445,8 +453,9 @@ class TurnFlow:
                     f"option {op.option_id!r} was not offered", session=op.session
                 )
             del turn.parked[op.request_id]
+            resolved = record_resolution(live.id, parked.pending, op.option_id, answered_by)
             try:
-                await commit_turn_state(self.engine.store, live)
+                await commit_activity(self.engine.store, live, turn.state(), after=(resolved,))
             except Exception:
                 turn.parked[op.request_id] = parked
                 raise

@@ -36,6 +36,7 @@ from core.permissions import Decision, automatic_answer, decide, grants_standing
 from core.protocol import (
     AgentText,
     AgentThought,
+    AnsweredBy,
     ConfigOptions,
     ContextWindow,
     ContextWindowEvent,
@@ -45,7 +46,9 @@ from core.protocol import (
     Modes,
     Part,
     PendingInput,
+    PermissionPart,
     PermissionRequest,
+    PermissionResolved,
     PlanEvent,
     PlanPart,
     ReasoningPart,
@@ -255,8 +258,37 @@ class SessionHandler:
     async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
         live = self._live
         async with live.lock:
-            if live.turn is turn and turn.parked.pop(input_id, None) is not None:
-                await commit_turn_state(self._store, live)
+            parked = turn.parked.pop(input_id, None) if live.turn is turn else None
+            if parked is not None:
+                resolved = record_resolution(live.id, parked.pending, None, None)
+                await commit_activity(self._store, live, turn.state(), after=(resolved,))
+
+
+def record_resolution(
+    sid: str, pending: PendingInput, option_id: str | None, answered_by: AnsweredBy | None
+) -> Callable[[UnitOfWork], None]:
+    """The write step that records how a parked permission was answered: a `permission`
+    transcript row and its `permission_resolved` event (answered_by None: by c2 itself)."""
+    part = PermissionPart(
+        input_id=pending.input_id,
+        title=pending.title,
+        option_id=option_id,
+        answered_by=answered_by,
+    )
+
+    def write(uow: UnitOfWork) -> None:
+        seq = uow.parts.append(sid, "agent", part)
+        uow.emit(
+            PermissionResolved(
+                session=sid,
+                request_id=pending.input_id,
+                option_id=option_id,
+                answered_by=answered_by,
+                transcript_seq=seq,
+            )
+        )
+
+    return write
 
 
 def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:

@@ -26,6 +26,7 @@ from api.services import Services
 from api.settings import Settings
 from core.auth import PairedDevice, create_device
 from core.protocol import ErrorEvent, Event
+from core.scopes import ALL_SCOPES, Scope
 from core.store.database import sqlite_url
 
 T = TypeVar("T")
@@ -77,9 +78,11 @@ class LiveServer:
         """`call` for async tests: waits without blocking the test's own loop."""
         return await asyncio.to_thread(self.call, make, timeout)
 
-    def pair(self, name: str) -> PairedDevice:
-        """A new device, minted in the store like `c2 pair` does."""
-        return self.call(lambda: self.services.store.write(lambda uow: create_device(uow, name)))
+    def pair(self, name: str, scopes: frozenset[Scope] = ALL_SCOPES) -> PairedDevice:
+        """A new device with `scopes`, minted in the store like `c2 pair` does."""
+        return self.call(
+            lambda: self.services.store.write(lambda uow: create_device(uow, name, scopes))
+        )
 
     def emit(self, *events: Event) -> list[int]:
         """Commit `events` through the app's Store in one transaction; their sequences.

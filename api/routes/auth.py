@@ -7,6 +7,8 @@ from fastapi import APIRouter, Path, Request, Response
 from api.authn import DeviceDep, ServicesDep, client_key
 from api.openapi import problems
 from api.schemas import DeviceOut, PairRequest, PairResponse, TicketResponse
+from api.scopes import SELF_OR_ADMIN, needs
+from core.scopes import Scope, ordered
 from core.session import rfc3339
 
 router = APIRouter(prefix="/v1", tags=["auth"])
@@ -24,35 +26,51 @@ async def pair(body: PairRequest, request: Request, services: ServicesDep) -> Pa
     return PairResponse(device_id=paired.device_id, bearer=paired.bearer)
 
 
-@router.post("/stream-tickets", response_model=TicketResponse, responses=problems(401))
+@router.post(
+    "/stream-tickets",
+    response_model=TicketResponse,
+    responses=problems(401, 403),
+    openapi_extra=needs(Scope.READ),
+)
 async def stream_ticket(device: DeviceDep, services: ServicesDep) -> TicketResponse:
     """A single-use ticket for `GET /v1/events?ticket=` (EventSource cannot send headers)."""
     ticket = await services.auth.mint_ticket(device)
     return TicketResponse(ticket=ticket.ticket, expires_in=ticket.expires_in)
 
 
-@router.get("/devices", response_model=list[DeviceOut], responses=problems(401))
+@router.get(
+    "/devices",
+    response_model=list[DeviceOut],
+    responses=problems(401, 403),
+    openapi_extra=needs(Scope.ADMIN),
+)
 async def list_devices(_device: DeviceDep, services: ServicesDep) -> list[DeviceOut]:
-    """Paired devices, oldest first."""
+    """Paired devices with their scopes, oldest first."""
     return [
         DeviceOut(
             id=d.id,
             name=d.name,
             created_at=rfc3339(d.created_at),
             last_seen=rfc3339(d.last_seen) if d.last_seen else None,
+            scopes=ordered(d.scopes),
         )
         for d in await services.auth.list_devices()
     ]
 
 
 @router.delete(
-    "/devices/{device_id}", status_code=204, response_class=Response, responses=problems(401, 404)
+    "/devices/{device_id}",
+    status_code=204,
+    response_class=Response,
+    responses=problems(401, 403, 404),
+    openapi_extra=needs(SELF_OR_ADMIN),
 )
 async def revoke_device(
     _device: DeviceDep,
     services: ServicesDep,
     device_id: str = Path(min_length=1, max_length=64),
 ) -> Response:
-    """Revoke a device: its bearer, unredeemed tickets and open streams end."""
+    """Revoke a device: its bearer, unredeemed tickets and open streams end. Without the
+    `admin` scope a device may revoke only itself."""
     await services.auth.revoke(device_id)
     return Response(status_code=204)

@@ -11,9 +11,11 @@ from fastapi.responses import JSONResponse
 
 from api.authn import ServicesDep, current_device
 from api.openapi import Responses, problems
+from api.scopes import needs
 from core.lifecycle import resolve_cwd
 from core.outcomes import BaselineChoice
 from core.providers import ProviderInfo
+from core.scopes import Scope
 from core.skills import SkillInfo
 
 router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_device)])
@@ -24,21 +26,33 @@ def _list_of(model: type[Any]) -> Responses:
     return {200: {"model": list[model], "description": "OK"}}  # type: ignore[valid-type]
 
 
-@router.get("/worktree-baselines", responses=_list_of(BaselineChoice) | problems(401, 422))
+@router.get(
+    "/worktree-baselines",
+    responses=_list_of(BaselineChoice) | problems(401, 403, 422),
+    openapi_extra=needs(Scope.READ),
+)
 async def worktree_baselines(cwd: Cwd, services: ServicesDep) -> JSONResponse:
     """`current` then `origin_default`, each resolved locally or with its unavailable reason."""
     choices = await services.engine.worktree_baselines(cwd)
     return JSONResponse([c.model_dump(mode="json") for c in choices])
 
 
-@router.get("/providers", responses=_list_of(ProviderInfo) | problems(401))
+@router.get(
+    "/providers",
+    responses=_list_of(ProviderInfo) | problems(401, 403),
+    openapi_extra=needs(Scope.READ),
+)
 async def providers(services: ServicesDep) -> JSONResponse:
     """Built-in and custom providers with their launch command and availability."""
     # Availability probes the filesystem (PATH lookups): keep it off the event loop.
     return JSONResponse(jsonable_encoder(await asyncio.to_thread(services.engine.list_providers)))
 
 
-@router.get("/skills", responses=_list_of(SkillInfo) | problems(401, 422))
+@router.get(
+    "/skills",
+    responses=_list_of(SkillInfo) | problems(401, 403, 422),
+    openapi_extra=needs(Scope.READ),
+)
 async def skills(
     services: ServicesDep,
     cwd: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,

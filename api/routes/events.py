@@ -22,7 +22,9 @@ from starlette.types import Receive, Scope, Send
 from api.authn import DeviceDep, ServicesDep
 from api.frames import StreamFrame
 from api.openapi import Responses, problems
+from api.scopes import needs
 from api.stream import EventStream, StreamSlots, TooManyStreamsError
+from core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1
@@ -75,7 +77,8 @@ _STREAM: Responses = {
     "/events",
     status_code=200,
     response_class=EventStreamResponse,
-    responses=_STREAM | problems(401, 404, 422, 429),
+    responses=_STREAM | problems(401, 403, 404, 422, 429),
+    openapi_extra=needs(DeviceScope.READ),
 )
 async def events(
     request: Request,

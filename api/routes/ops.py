@@ -27,6 +27,7 @@ from api.schemas import (
     SandboxBody,
     WireOp,
 )
+from api.scopes import PER_OP, needs
 from core.outcomes import (
     AnswerResult,
     CancelResult,
@@ -49,11 +50,12 @@ from core.protocol import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
+from core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["ops"])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
-_OP_PROBLEMS = problems(401, 404, 409, 422, 501, 503)
+_OP_PROBLEMS = problems(401, 403, 404, 409, 422, 501, 503)
 
 
 def _ok(model: type[Any], status: int = 200) -> Responses:
@@ -67,7 +69,9 @@ _ANY_OUTCOME: Responses = {
 }
 
 
-@router.post("/ops", responses=_ANY_OUTCOME | _OP_PROBLEMS, status_code=200)
+@router.post(
+    "/ops", responses=_ANY_OUTCOME | _OP_PROBLEMS, status_code=200, openapi_extra=needs(PER_OP)
+)
 async def submit_op(
     op: Annotated[WireOp, Body()], request: Request, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -77,16 +81,28 @@ async def submit_op(
         raw = await request.json()
         if isinstance(raw, dict) and raw.get("request_id") is not None:
             request_id = _REQUEST_ID.validate_python(raw["request_id"])
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+    return await services.dispatcher.dispatch(
+        op, device_id=device.id, request_id=request_id, device_name=device.name
+    )
 
 
-@router.post("/sessions", status_code=201, responses=_ok(SessionSnapshot, 201))
+@router.post(
+    "/sessions",
+    status_code=201,
+    responses=_ok(SessionSnapshot, 201),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def new_session(body: NewSessionBody, device: DeviceDep, services: ServicesDep) -> Response:
     """Create a session; 201 with its snapshot (the durable creation receipt)."""
     return await services.dispatcher.dispatch(body, device_id=device.id, request_id=body.request_id)
 
 
-@router.post("/sessions/{session_id}/prompt", status_code=202, responses=_ok(PromptAccepted, 202))
+@router.post(
+    "/sessions/{session_id}/prompt",
+    status_code=202,
+    responses=_ok(PromptAccepted, 202),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def prompt(
     session_id: SessionPath, body: PromptBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -95,7 +111,12 @@ async def prompt(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.post("/sessions/{session_id}/cancel", status_code=202, responses=_ok(CancelResult, 202))
+@router.post(
+    "/sessions/{session_id}/cancel",
+    status_code=202,
+    responses=_ok(CancelResult, 202),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def cancel(
     session_id: SessionPath,
     device: DeviceDep,
@@ -108,7 +129,11 @@ async def cancel(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
 
 
-@router.post("/sessions/{session_id}/permissions/{input_id}", responses=_ok(AnswerResult))
+@router.post(
+    "/sessions/{session_id}/permissions/{input_id}",
+    responses=_ok(AnswerResult),
+    openapi_extra=needs(Scope.APPROVE),
+)
 async def answer_permission(
     session_id: SessionPath,
     input_id: Annotated[str, Path(min_length=1, max_length=128)],
@@ -118,10 +143,16 @@ async def answer_permission(
 ) -> Response:
     """Answer a parked permission request (`option_id: null` cancels it)."""
     op = AnswerPermissionOp(session=session_id, request_id=input_id, option_id=body.option_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=None)
+    return await services.dispatcher.dispatch(
+        op, device_id=device.id, request_id=None, device_name=device.name
+    )
 
 
-@router.put("/sessions/{session_id}/execution-policy", responses=_ok(PolicyResult))
+@router.put(
+    "/sessions/{session_id}/execution-policy",
+    responses=_ok(PolicyResult),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def set_execution_policy(
     session_id: SessionPath, body: PolicyBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -132,7 +163,11 @@ async def set_execution_policy(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.put("/sessions/{session_id}/permission-mode", responses=_ok(PolicyResult))
+@router.put(
+    "/sessions/{session_id}/permission-mode",
+    responses=_ok(PolicyResult),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def set_permission_mode(
     session_id: SessionPath, body: PermissionModeBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -141,7 +176,11 @@ async def set_permission_mode(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.put("/sessions/{session_id}/sandbox", responses=_ok(PolicyResult))
+@router.put(
+    "/sessions/{session_id}/sandbox",
+    responses=_ok(PolicyResult),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def set_sandbox(
     session_id: SessionPath, body: SandboxBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -150,7 +189,9 @@ async def set_sandbox(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.put("/sessions/{session_id}/model", responses=_ok(ModelResult))
+@router.put(
+    "/sessions/{session_id}/model", responses=_ok(ModelResult), openapi_extra=needs(Scope.OPERATE)
+)
 async def set_model(
     session_id: SessionPath, body: ModelBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -159,7 +200,9 @@ async def set_model(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.put("/sessions/{session_id}/mode", responses=_ok(ModeResult))
+@router.put(
+    "/sessions/{session_id}/mode", responses=_ok(ModeResult), openapi_extra=needs(Scope.OPERATE)
+)
 async def set_mode(
     session_id: SessionPath, body: ModeBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
@@ -168,7 +211,11 @@ async def set_mode(
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 
-@router.put("/sessions/{session_id}/config-options/{config_id}", responses=_ok(ConfigResult))
+@router.put(
+    "/sessions/{session_id}/config-options/{config_id}",
+    responses=_ok(ConfigResult),
+    openapi_extra=needs(Scope.OPERATE),
+)
 async def set_config_option(
     session_id: SessionPath,
     config_id: Annotated[str, Path(min_length=1, max_length=256)],

@@ -11,8 +11,10 @@ from api.authn import ServicesDep, current_device
 from api.errors import framed
 from api.openapi import Responses, problems
 from api.schemas import PreviewBody, SessionList
+from api.scopes import needs
 from core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
 from core.protocol import SessionSnapshot
+from core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
@@ -25,7 +27,8 @@ def _model(model: type[Any]) -> Responses:
 
 @router.get(
     "/sessions",
-    responses=_model(SessionList) | problems(401) | problems(503, schema="SessionsError"),
+    responses=_model(SessionList) | problems(401, 403) | problems(503, schema="SessionsError"),
+    openapi_extra=needs(Scope.READ),
 )
 async def list_sessions(services: ServicesDep) -> JSONResponse:
     """Active sessions, newest first; a storage failure is a 503 `sessions_error`, never []."""
@@ -34,7 +37,11 @@ async def list_sessions(services: ServicesDep) -> JSONResponse:
     return JSONResponse({"kind": "sessions", "sessions": [s.wire() for s in sessions]})
 
 
-@router.get("/sessions/{session_id}", responses=_model(SessionSnapshot) | problems(401, 404))
+@router.get(
+    "/sessions/{session_id}",
+    responses=_model(SessionSnapshot) | problems(401, 403, 404),
+    openapi_extra=needs(Scope.READ),
+)
 async def get_session(session_id: SessionPath, services: ServicesDep) -> JSONResponse:
     """One session's snapshot (archived sessions included)."""
     snapshot = await services.engine.get_session(session_id)
@@ -45,7 +52,8 @@ async def get_session(session_id: SessionPath, services: ServicesDep) -> JSONRes
     "/sessions/{session_id}",
     status_code=204,
     response_class=Response,
-    responses=problems(401, 404),
+    responses=problems(401, 403, 404),
+    openapi_extra=needs(Scope.OPERATE),
 )
 async def delete_session(session_id: SessionPath, services: ServicesDep) -> Response:
     """Cancel a running turn, end the agent's process group and archive the session."""
@@ -55,7 +63,8 @@ async def delete_session(session_id: SessionPath, services: ServicesDep) -> Resp
 
 @router.delete(
     "/sessions/{session_id}/worktree",
-    responses=_model(WorktreeDiscarded) | problems(401, 404, 409),
+    responses=_model(WorktreeDiscarded) | problems(401, 403, 404, 409),
+    openapi_extra=needs(Scope.OPERATE),
 )
 async def discard_worktree(session_id: SessionPath, services: ServicesDep) -> JSONResponse:
     """Remove the session's checkout and branch (refused while a turn runs)."""
@@ -66,8 +75,9 @@ async def discard_worktree(session_id: SessionPath, services: ServicesDep) -> JS
 @router.get(
     "/sessions/{session_id}/transcript",
     responses=_model(TranscriptPage)
-    | problems(401, 422)
+    | problems(401, 403, 422)
     | problems(400, 404, schema="TranscriptError"),
+    openapi_extra=needs(Scope.READ),
 )
 async def transcript(
     session_id: SessionPath,
@@ -84,7 +94,8 @@ async def transcript(
 
 @router.post(
     "/sessions/{session_id}/prompt-preview",
-    responses=_model(PromptPreview) | problems(401, 404, 422),
+    responses=_model(PromptPreview) | problems(401, 403, 404, 422),
+    openapi_extra=needs(Scope.OPERATE),
 )
 async def prompt_preview(
     session_id: SessionPath, body: PreviewBody, services: ServicesDep

@@ -20,6 +20,8 @@ class DeviceRow(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     name: str = Field(sa_column=Column(Text, nullable=False))
     bearer_hash: str = Field(max_length=64, unique=True)
+    # Comma-separated scope names (core/scopes.py); devices paired before scopes hold all four.
+    scopes: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     last_seen: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
 
@@ -32,6 +34,7 @@ class PairingTokenRow(SQLModel, table=True):
     token_hash: str = Field(primary_key=True, max_length=64)
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     expires_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    scopes: str = Field(sa_column=Column(Text, nullable=False))  # given to the device it pairs
     used_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
+from core.scopes import Scope, parse_scopes, scopes_text
 from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
@@ -25,6 +26,7 @@ class Device:
     name: str
     created_at: datetime
     last_seen: datetime | None
+    scopes: frozenset[Scope]
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -42,6 +44,7 @@ def _device(row: object) -> Device:
         name=row.name,  # type: ignore[attr-defined]
         created_at=created,
         last_seen=_aware(row.last_seen),  # type: ignore[attr-defined]
+        scopes=parse_scopes(row.scopes),  # type: ignore[attr-defined]
     )
 
 
@@ -51,13 +54,25 @@ class DeviceRepository:
 
     # -- devices -------------------------------------------------------------------------------
 
-    def create(self, device_id: str, name: str, bearer_hash: str, now: datetime) -> Device:
+    def create(
+        self,
+        device_id: str,
+        name: str,
+        bearer_hash: str,
+        now: datetime,
+        scopes: frozenset[Scope],
+    ) -> Device:
         self._conn.execute(
             insert(_DEVICES).values(
-                id=device_id, name=name, bearer_hash=bearer_hash, created_at=now, last_seen=None
+                id=device_id,
+                name=name,
+                bearer_hash=bearer_hash,
+                created_at=now,
+                last_seen=None,
+                scopes=scopes_text(scopes),
             )
         )
-        return Device(id=device_id, name=name, created_at=now, last_seen=None)
+        return Device(id=device_id, name=name, created_at=now, last_seen=None, scopes=scopes)
 
     def by_bearer(self, bearer_hash: str) -> Device | None:
         """The device whose bearer digest is `bearer_hash`."""
@@ -98,20 +113,27 @@ class DeviceRepository:
 
     # -- pairing tokens ------------------------------------------------------------------------
 
-    def add_pairing_token(self, token_hash: str, now: datetime, expires_at: datetime) -> None:
+    def add_pairing_token(
+        self, token_hash: str, now: datetime, expires_at: datetime, scopes: frozenset[Scope]
+    ) -> None:
         self._conn.execute(
             insert(_TOKENS).values(
-                token_hash=token_hash, created_at=now, expires_at=expires_at, used_at=None
+                token_hash=token_hash,
+                created_at=now,
+                expires_at=expires_at,
+                used_at=None,
+                scopes=scopes_text(scopes),
             )
         )
 
-    def redeem_pairing_token(self, token_hash: str, now: datetime) -> bool:
-        """Mark the token used if it is unused and unexpired; True when this call redeemed it."""
+    def redeem_pairing_token(self, token_hash: str, now: datetime) -> frozenset[Scope] | None:
+        """Mark the token used if it is unused and unexpired; its scopes when this call
+        redeemed it, else None."""
         row = self._conn.execute(
-            select(_TOKENS.c.token_hash).where(_TOKENS.c.token_hash == token_hash)
+            select(_TOKENS.c.token_hash, _TOKENS.c.scopes).where(_TOKENS.c.token_hash == token_hash)
         ).first()
         if row is None or not hmac.compare_digest(row.token_hash, token_hash):
-            return False
+            return None
         result = self._conn.execute(
             update(_TOKENS)
             .where(
@@ -121,7 +143,7 @@ class DeviceRepository:
             )
             .values(used_at=now)
         )
-        return bool(result.rowcount)
+        return parse_scopes(row.scopes) if result.rowcount else None
 
     # -- stream tickets ------------------------------------------------------------------------
 

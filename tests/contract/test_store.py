@@ -28,6 +28,7 @@ from core.protocol import (
     TextPart,
     TurnStarted,
 )
+from core.scopes import ALL_SCOPES, Scope
 from core.session import SessionRecord, utcnow
 from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
 from core.store.devices import Device, DeviceRepository
@@ -232,19 +233,21 @@ async def test_store_devices_bearers_tokens_tickets(store):
 
     def add_tokens(uow: UnitOfWork) -> None:
         repo = DeviceRepository(uow.conn)
-        repo.add_pairing_token(token, now, now + timedelta(minutes=15))
-        repo.add_pairing_token(expired, now - timedelta(hours=1), now - timedelta(minutes=1))
+        repo.add_pairing_token(token, now, now + timedelta(minutes=15), frozenset({Scope.READ}))
+        repo.add_pairing_token(
+            expired, now - timedelta(hours=1), now - timedelta(minutes=1), ALL_SCOPES
+        )
 
     await db.write(add_tokens)
 
-    async def redeem(token_hash: str) -> bool:
+    async def redeem(token_hash: str) -> frozenset[Scope] | None:
         return await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
         )
 
-    assert await redeem(token) is True
-    assert await redeem(token) is False
-    assert await redeem(expired) is False
+    assert await redeem(token) == {Scope.READ}
+    assert await redeem(token) is None
+    assert await redeem(expired) is None
 
     async def add_ticket(ticket_hash: str) -> None:
         expires = now + timedelta(minutes=5)
@@ -344,3 +347,46 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
     stored = await db.read(lambda r: r.events.after(0, limit=1000))
     assert [ev.seq for ev in stored] == [ev.seq for ev in published]
     assert [ev.seq for ev in published] == sorted(ev.seq for ev in published)
+
+
+def test_store_device_scopes_migration_keeps_full_scopes(database_url: str):
+    """Devices and unredeemed pairing tokens from before 0006_device_scopes keep all four
+    scopes."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(database_url)
+    now = utcnow()
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0003_agent_processes")
+            conn.execute(
+                text(
+                    "INSERT INTO devices (id, name, bearer_hash, created_at)"
+                    " VALUES ('old', 'laptop', :h, :now)"
+                ),
+                {"h": digest("bearer"), "now": now},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO pairing_tokens (token_hash, created_at, expires_at)"
+                    " VALUES (:h, :now, :later)"
+                ),
+                {"h": digest("token"), "now": now, "later": now + timedelta(minutes=15)},
+            )
+    finally:
+        engine.dispose()
+    store = Store(database_url)
+    try:
+        store.migrate()
+        device = store.write_sync(lambda uow: DeviceRepository(uow.conn).get("old"))
+        token = store.write_sync(
+            lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(digest("token"), utcnow())
+        )
+    finally:
+        store.close()
+    assert device is not None and device.scopes == ALL_SCOPES
+    assert token == ALL_SCOPES

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.scopes import Scope
 from tests.conftest import LiveServer, ServerFactory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +61,21 @@ def test_auth_pairing_token_works_once(live_server: LiveServer):
         _problem(client.post("/v1/pair", json={}), 422, "validation_error")
         names = {d["name"] for d in client.get("/v1/devices", headers=headers).json()}
     assert names == {"tests", "laptop"}
+
+
+def test_auth_pairing_token_carries_its_scopes(live_server: LiveServer):
+    """A token minted with scopes pairs a device holding exactly those; outside them it is
+    403 `insufficient_scope`."""
+    scopes = frozenset({Scope.READ, Scope.APPROVE})
+    token = live_server.call(lambda: live_server.services.auth.mint_pairing_token(scopes))
+    with httpx.Client(base_url=live_server.base_url) as client:
+        resp = client.post("/v1/pair", json={"token": token, "device_name": "phone"})
+        assert resp.status_code == 200, resp.text
+        headers = {"Authorization": f"Bearer {resp.json()['bearer']}"}
+        assert client.get("/v1/sessions", headers=headers).status_code == 200
+        _problem(client.post("/v1/sessions", headers=headers, json={}), 403, "insufficient_scope")
+        listed = client.get("/v1/devices", headers=live_server.headers).json()
+    assert {d["name"]: d["scopes"] for d in listed}["phone"] == ["read", "approve"]
 
 
 def test_auth_pairing_token_expires(servers: ServerFactory):
@@ -122,7 +138,8 @@ def test_auth_devices_list_and_revoke(live_server: LiveServer):
         devices = client.get("/v1/devices", headers=live_server.headers).json()
         by_name = {d["name"]: d for d in devices}
         assert set(by_name) == {"tests", "phone"}
-        assert set(by_name["phone"]) == {"id", "name", "created_at", "last_seen"}
+        assert set(by_name["phone"]) == {"id", "name", "created_at", "last_seen", "scopes"}
+        assert by_name["phone"]["scopes"] == ["read", "approve", "operate", "admin"]
         assert by_name["phone"]["last_seen"] is not None
         assert by_name["phone"]["created_at"].endswith("Z")
         resp = client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)

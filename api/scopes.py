@@ -1,0 +1,124 @@
+"""Which scope each route needs, declared where the route is defined, enforced by the guard.
+
+A route declares its scope with `openapi_extra=needs(Scope.X)` (or `SELF_OR_ADMIN`,
+`PER_OP`), so the requirement is part of the route and of the OpenAPI document
+(`x-c2-scope`), from which the tests generate a 403 check for every route. The RequestGuard
+calls `required_scope` after authenticating and before the route sees a body byte:
+a device outside the scope is a 403 `insufficient_scope` before any validation or lookup.
+A /v1 route that declares nothing is refused to every device (fail closed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.routing import Match, Route
+from starlette.types import Scope as AsgiScope
+
+from core.scopes import InsufficientScopeError, Scope, ordered
+from core.store.devices import Device
+
+SCOPE_KEY = "x-c2-scope"
+# `DELETE /v1/devices/{device_id}`: any device may revoke itself; others need `admin`.
+SELF_OR_ADMIN = "self_or_admin"
+# `POST /v1/ops`: the scope of the op the body names (OP_SCOPES).
+PER_OP = "per_op"
+OP_SCOPES_KEY = "x-c2-op-scopes"
+OP_DEFAULT = Scope.OPERATE  # a body whose op cannot be named
+OP_SCOPES: dict[str, Scope] = {
+    "new_session": Scope.OPERATE,
+    "prompt": Scope.OPERATE,
+    "cancel": Scope.OPERATE,
+    "answer_permission": Scope.APPROVE,
+    "set_execution_policy": Scope.OPERATE,
+    "set_permission_mode": Scope.OPERATE,
+    "set_sandbox": Scope.OPERATE,
+    "set_model": Scope.OPERATE,
+    "set_mode": Scope.OPERATE,
+    "set_config_option": Scope.OPERATE,
+}
+PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})
+
+
+def needs(scope: Scope | str) -> dict[str, Any]:
+    """The `openapi_extra` of a route that needs `scope` (or SELF_OR_ADMIN / PER_OP; the
+    latter also documents each op's scope)."""
+    if scope == PER_OP:
+        return {SCOPE_KEY: PER_OP, OP_SCOPES_KEY: {op: str(s) for op, s in OP_SCOPES.items()}}
+    return {SCOPE_KEY: str(scope)}
+
+
+def declared(route: Any) -> str | None:
+    """The scope a route declares, None when it declares none."""
+    extra = getattr(route, "openapi_extra", None) or {}
+    value = extra.get(SCOPE_KEY)
+    return str(value) if value is not None else None
+
+
+class ScopeTable:
+    """The routes of the app's routers, for the guard to find the one a request will reach.
+
+    Built by create_app from the very routers it includes."""
+
+    def __init__(self, routers: Iterable[APIRouter]) -> None:
+        self.routes: list[Route] = [
+            route for router in routers for route in router.routes if isinstance(route, Route)
+        ]
+
+    def match(self, scope: AsgiScope) -> tuple[Route | None, dict[str, Any]]:
+        """The route this request fully matches (path and method) and its path parameters."""
+        for route in self.routes:
+            matched, child = route.matches(scope)
+            if matched is Match.FULL:
+                return route, dict(child.get("path_params", {}))
+        return None, {}
+
+
+def op_scope(body: bytes) -> Scope:
+    """The scope of the op a `POST /v1/ops` body names (the tag only; nothing validated)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return OP_DEFAULT
+    tag = parsed.get("op") if isinstance(parsed, dict) else None
+    return OP_SCOPES.get(tag, OP_DEFAULT) if isinstance(tag, str) else OP_DEFAULT
+
+
+def _refuse(device: Device, need: str) -> InsufficientScopeError:
+    held = ", ".join(ordered(device.scopes)) or "none"
+    return InsufficientScopeError(f"this route needs the `{need}` scope (the device has: {held})")
+
+
+def check_route(device: Device, scope: AsgiScope) -> bool:
+    """Raise InsufficientScopeError unless `device` may call the matched route. True when the
+    scope depends on the body (PER_OP and the device holds some op scope): call `check_op`."""
+    table: ScopeTable = scope["app"].state.scope_table
+    route, params = table.match(scope)
+    if route is None:
+        # A 404 or 405 follows, which reveals nothing and runs nothing. (A route served but
+        # missing from the table would pass here: the OpenAPI-generated tests catch it.)
+        return False
+    need = declared(route)
+    if need == PER_OP:
+        if not device.scopes & PER_OP_SCOPES:
+            raise _refuse(device, OP_DEFAULT)
+        return True
+    if need == SELF_OR_ADMIN:
+        if Scope.ADMIN in device.scopes or params.get("device_id") == device.id:
+            return False
+        raise _refuse(device, Scope.ADMIN)
+    if need is None:
+        raise InsufficientScopeError("this route declares no scope: it is refused to every device")
+    if need not in device.scopes:
+        raise _refuse(device, need)
+    return False
+
+
+def check_op(device: Device, body: bytes) -> None:
+    """Raise InsufficientScopeError unless `device` holds the scope of the op in `body`."""
+    need = op_scope(body)
+    if need not in device.scopes:
+        raise _refuse(device, need)
