@@ -18,7 +18,7 @@ from api.errors import install_error_handlers
 from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.openapi import API_VERSION, TITLE, install_openapi
-from api.routes import auth, catalog, events, health, ops, sessions
+from api.routes import auth, catalog, events, health, ops, sessions, usage
 from api.services import EngineFactory, Services, default_engine
 from api.settings import Settings
 from api.stream import StreamSlots
@@ -64,6 +64,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     app.state.stream_slots = StreamSlots(settings.max_streams_per_device)
     for router in (health.router, auth.router, ops.router, sessions.router, catalog.router):
         app.include_router(router)
+    app.include_router(usage.router)
     app.include_router(events.router)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass

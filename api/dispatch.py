@@ -129,7 +129,7 @@ class OpDispatcher:
 
     async def _run(self, op: Op, device_id: str, request_id: str | None) -> OpReply:
         if request_id is None:
-            return await self._perform(op, None)
+            return await self._perform(op, device_id, None)
         fingerprint = op_fingerprint(op, request_id)
         async with self._locks.hold((device_id, request_id)):
             record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
@@ -144,7 +144,7 @@ class OpDispatcher:
                     )
                 headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
                 return OpReply(record.status, record.body_json.encode("utf-8"), headers)
-            reply = await self._perform(op, request_id)
+            reply = await self._perform(op, device_id, request_id)
             if reply.status < 500:  # a server-side failure may succeed when retried
                 body = reply.body.decode("utf-8")
                 try:
@@ -157,9 +157,9 @@ class OpDispatcher:
                     log.exception("could not record the outcome of request %s", request_id)
             return reply
 
-    async def _perform(self, op: Op, request_id: str | None) -> OpReply:
+    async def _perform(self, op: Op, device_id: str, request_id: str | None) -> OpReply:
         try:
-            outcome = await self._engine.submit(op)
+            outcome = await self._engine.submit(op, device_id=device_id)
         except DomainError as err:
             return self._problem(err, op, request_id)
         headers = {"Request-Id": header_text(request_id)} if request_id else {}

@@ -128,6 +128,7 @@ def problem_body(
         body["request_id"] = err.request_id or request_id
     if err.session or session:
         body["session"] = err.session or session
+    body.update(err.problem_fields())
     return body
 
 

@@ -56,6 +56,7 @@ from core.supervisor import Supervisor
 from core.transcript import read_page
 from core.turn_flow import TurnFlow
 from core.turns import SessionHandler
+from core.usage import UsageLedger
 from core.worktrees import (
     preview_baselines_async,
 )
@@ -91,6 +92,7 @@ class Engine:
         self.lifecycle = SessionLifecycle(self)
         self.turns = TurnFlow(self)
         self.settings = SessionSettings(self)
+        self.usage = UsageLedger(store, self.turns.cancel)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -124,11 +126,12 @@ class Engine:
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    async def submit(self, op: Op) -> Any:
-        """Apply one op; returns its outcome or raises a DomainError."""
+    async def submit(self, op: Op, *, device_id: str | None = None) -> Any:
+        """Apply one op (on behalf of `device_id`, when known); returns its outcome or raises
+        a DomainError."""
         match op:
             case NewSessionOp():
-                return await self.lifecycle.new_session(op)
+                return await self.lifecycle.new_session(op, device_id)
             case PromptOp():
                 return await self.turns.prompt(op)
             case CancelOp():
@@ -193,7 +196,7 @@ class Engine:
     def handler_for(self, live: LiveSession) -> SessionHandler:
         handler = self.handlers.get(live.id)
         if handler is None:
-            handler = self.handlers[live.id] = SessionHandler(live, self.store)
+            handler = self.handlers[live.id] = SessionHandler(live, self.store, self.usage)
         return handler
 
     async def spawn_agent(self, live: LiveSession) -> AgentProcess:

@@ -6,6 +6,8 @@ The domain never speaks HTTP, but each error carries the status the API contract
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """Base of every error the core reports to a client."""
@@ -27,6 +29,10 @@ class DomainError(Exception):
         self.session = session
         self.request_id = request_id
         self.retry_after = retry_after
+
+    def problem_fields(self) -> dict[str, Any]:
+        """Members this error adds to its problem+json body (none by default)."""
+        return {}
 
 
 class SessionNotFoundError(DomainError):
