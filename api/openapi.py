@@ -84,6 +84,19 @@ def _problem_schemas() -> dict[str, Any]:
             "request_id": {"type": ["string", "null"]},
             "session": {"type": ["string", "null"]},
             "errors": {"type": "array", "items": {"type": "object"}},
+            "limit": {
+                "type": "object",
+                "description": "`budget_exceeded`: the session's budget",
+                "properties": {
+                    "max_cost": {"type": ["number", "null"]},
+                    "max_tokens": {"type": ["integer", "null"]},
+                },
+            },
+            "used": {
+                "type": "object",
+                "description": "`budget_exceeded`: summed cost and total tokens so far",
+                "properties": {"cost": {"type": "number"}, "tokens": {"type": "integer"}},
+            },
         },
         "x-codes": codes,
     }

@@ -89,9 +89,7 @@ def _crossings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == "budget_exceeded"]
 
 
-async def test_usage_sums_per_session_provider_and_day(
-    usage_client: Client, workdir: Path
-) -> None:
+async def test_usage_sums_per_session_provider_and_day(usage_client: Client, workdir: Path) -> None:
     """Each turn's tokens and cost (the increase of the cumulative cost) are summed per
     session, provider and UTC day; a session's listing shows its turns; since filters."""
     client = usage_client
