@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from core.auth import DeviceNotFoundError
-from core.errors import DomainError, SessionNotFoundError
+from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
 from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provider_wire
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
@@ -247,7 +247,12 @@ class UsageLedger:
             repo = UsageRepository(r.conn)
             return repo.budget("session", session), *repo.session_totals(session)
 
-        budget, cost, tokens = await self._store.read(read)
+        try:
+            budget, cost, tokens = await self._store.read(read)
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"couldn't read this session's budget: {exc}", session=session
+            ) from exc
         if budget is None or budget.action not in REFUSING or not is_over(budget, cost, tokens):
             return
         raise BudgetExceededError(
@@ -317,7 +322,10 @@ class UsageLedger:
                 return None
             return UsageRepository(r.conn).turns(session, since)
 
-        turns = await self._store.read(read)
+        try:
+            turns = await self._store.read(read)
+        except Exception as exc:
+            raise StoreUnavailableError(f"couldn't read usage: {exc}") from exc
         if turns is None:
             raise SessionNotFoundError("no such session", session=session)
         if group_by is None:
