@@ -128,7 +128,8 @@ def problem_body(
         body["request_id"] = err.request_id or request_id
     if err.session or session:
         body["session"] = err.session or session
-    body.update(err.problem_fields())
+    for name, value in err.details.items():
+        body.setdefault(name, value)
     return body
 
 

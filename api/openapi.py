@@ -84,6 +84,24 @@ def _problem_schemas() -> dict[str, Any]:
             "request_id": {"type": ["string", "null"]},
             "session": {"type": ["string", "null"]},
             "errors": {"type": "array", "items": {"type": "object"}},
+            "auth_methods": {
+                "type": "array",
+                "description": "agent_auth_required: the agent's ACP authMethods",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "name"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "description": {"type": ["string", "null"]},
+                    },
+                },
+            },
+            "stderr_tail": {
+                "type": "string",
+                "description": "Agent failures: what the agent wrote to stderr meanwhile "
+                "(last 2 KiB / 20 lines)",
+            },
             "limit": {
                 "type": "object",
                 "description": "`budget_exceeded`: the session's budget",

@@ -23,6 +23,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
     SkillBlock,
@@ -123,6 +124,10 @@ class SetModelWireOp(SetModelOp):
     op: Literal["set_model"]
 
 
+class SetModeWireOp(SetModeOp):
+    op: Literal["set_mode"]
+
+
 class SetConfigOptionWireOp(SetConfigOptionOp):
     op: Literal["set_config_option"]
 
@@ -136,6 +141,7 @@ WireOp = Annotated[
     | SetPermissionModeWireOp
     | SetSandboxWireOp
     | SetModelWireOp
+    | SetModeWireOp
     | SetConfigOptionWireOp,
     Field(discriminator="op"),
 ]
@@ -171,6 +177,10 @@ class SandboxBody(CorrelatedBody):
 
 class ModelBody(CorrelatedBody):
     model: str = Field(min_length=1, max_length=256)
+
+
+class ModeBody(CorrelatedBody):
+    mode_id: str = Field(min_length=1, max_length=256)
 
 
 class ConfigValueBody(CorrelatedBody):

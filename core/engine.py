@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.acp_sessions import agent_failure
 from core.agents.client import AgentProcess
 from core.agents.updates import AgentError
 from core.errors import (
@@ -44,6 +45,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
 )
@@ -148,6 +150,8 @@ class Engine:
                 return await self.settings.set_policy(op.session, None, op.sandbox, None)
             case SetModelOp():
                 return await self.settings.set_model(op)
+            case SetModeOp():
+                return await self.settings.set_mode(op)
             case SetConfigOptionOp():
                 return await self.settings.set_config_option(op)
         raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
@@ -170,6 +174,9 @@ class Engine:
                     message=error.message,
                     terminal=terminal,
                     request_id=error.request_id,
+                    code=error.code,
+                    auth_methods=error.details.get("auth_methods"),
+                    stderr_tail=error.details.get("stderr_tail"),
                 )
             )
         except Exception:
@@ -214,12 +221,14 @@ class Engine:
             )
         except AgentError as exc:
             self._slots.discard(live)
-            raise ProviderUnavailableError(
+            failed = ProviderUnavailableError(
                 f"couldn't start provider {entry.display_name}: {exc}", session=live.id
-            ) from exc
+            )
+            raise agent_failure(exc, failed) from exc
         except BaseException:
             self._slots.discard(live)
             raise
+        self.providers.observe_auth(entry.key, methods=agent.auth_methods)
         live.agent, live.acp_session_id = agent, None
         return agent
 

@@ -29,10 +29,9 @@ class DomainError(Exception):
         self.session = session
         self.request_id = request_id
         self.retry_after = retry_after
-
-    def problem_fields(self) -> dict[str, Any]:
-        """Members this error adds to its problem+json body (none by default)."""
-        return {}
+        # Extra problem members (and error-event fields) a person acts on, e.g. an agent's
+        # `auth_methods` and `stderr_tail`; never secrets.
+        self.details: dict[str, Any] = {}
 
 
 class SessionNotFoundError(DomainError):
@@ -117,3 +116,23 @@ class NotImplementedOpError(DomainError):
     code = "not_implemented"
     status = 501
     title = "Not implemented"
+
+
+class UnknownModelError(DomainError):
+    code = "unknown_model"
+    status = 422
+    title = "Unknown model"
+
+
+class UnknownModeError(DomainError):
+    code = "unknown_mode"
+    status = 422
+    title = "Unknown session mode"
+
+
+class AgentAuthRequiredError(DomainError):
+    """The agent refused to work until someone logs in (ACP error -32000 / authMethods)."""
+
+    code = "agent_auth_required"
+    status = 503
+    title = "The agent needs authentication"

@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.acp_sessions import adopt, agent_failure, open_new
+from core.agents.updates import AgentError
 from core.errors import (
     DomainError,
     InvalidCwdError,
@@ -17,6 +19,7 @@ from core.errors import (
     TurnFailedError,
 )
 from core.live import LiveSession
+from core.mcp_servers import merge_mcp_servers, parse_mcp_servers
 from core.outcomes import (
     WorktreeDiscarded,
 )
@@ -29,6 +32,7 @@ from core.protocol import (
     WorktreeBase,
     provider_key,
 )
+from core.providers import ProviderUnavailableError
 from core.session import SessionRecord
 from core.store.database import UnitOfWork
 from core.worktrees import (
@@ -58,7 +62,8 @@ class SessionLifecycle:
 
     async def _create(self, op: NewSessionOp, device_id: str | None) -> SessionSnapshot:
         key = provider_key(op.provider)
-        self.engine.providers.get(key)  # unknown provider fails before touching the disk
+        entry = self.engine.providers.get(key)  # unknown provider fails before the disk
+        requested = parse_mcp_servers(op.mcp_servers)  # so does a malformed MCP server
         source = resolve_cwd(op.cwd)
         session_id = str(uuid.uuid4())
         record = SessionRecord(
@@ -67,6 +72,7 @@ class SessionLifecycle:
             cwd=source,
             project_path=source,
             policy=op.initial_policy or DEFAULT_POLICY,
+            mcp_servers=merge_mcp_servers(entry.mcp_servers, requested),
         )
         created = None
         if op.use_worktree:
@@ -86,7 +92,21 @@ class SessionLifecycle:
             )
         live = LiveSession(record=record)
         try:
-            await self.engine.spawn_agent(live)
+            agent = await self.engine.spawn_agent(live)
+            # The ACP session exists from the start, so the 201 snapshot already offers the
+            # agent's models, modes and config options (and a refusal leaves nothing behind).
+            try:
+                info = await open_new(agent, record)
+            except AgentError as exc:
+                refused = ProviderUnavailableError(
+                    f"{entry.display_name} refused to start a session: {exc.message}",
+                    session=session_id,
+                )
+                self.engine.providers.observe_auth(key, required=exc.auth_required)
+                raise agent_failure(exc, refused) from exc
+            self.engine.providers.observe_auth(key, required=False)
+            record, state = adopt(record, info)
+            live.record, live.acp_session_id = record, info.acp_session_id
             created_event = SessionCreated(
                 session=session_id,
                 cwd=record.cwd,
@@ -102,6 +122,8 @@ class SessionLifecycle:
                 uow.sessions.insert(record)
                 inherit_budget(uow)  # the creating device's default budget
                 uow.emit(created_event)
+                for event in state:
+                    uow.emit(event)
 
             try:
                 await self.engine.store.write(persist)

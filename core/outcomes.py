@@ -39,6 +39,11 @@ class ModelResult(BaseModel):
     current: str
 
 
+class ModeResult(BaseModel):
+    session: str
+    current: str
+
+
 class ConfigResult(BaseModel):
     session: str
     options: list[ConfigOption]

@@ -164,6 +164,16 @@ class NewSessionOp(_Op):
     worktree_base: WorktreeBase | None = None
     worktree_base_sha: str | None = Field(default=None, max_length=64)
     initial_policy: ExecutionPolicy | None = None
+    # ACP's own wire shape (stdio / http / sse); validated by core/mcp_servers.py so a bad
+    # entry is a 422 `invalid_mcp_server` naming it, never echoing a secret value.
+    mcp_servers: list[dict[str, Any]] | None = Field(
+        default=None,
+        max_length=32,
+        description=(
+            "MCP servers for the agent, in ACP's shape: stdio {name, command (absolute), args, "
+            'env:[{name,value}]} or {type:"http"|"sse", name, url, headers:[{name,value}]}'
+        ),
+    )
     request_id: RequestId | None = None
 
     @field_validator("worktree_base_sha")
@@ -222,6 +232,13 @@ class SetModelOp(_Op):
     model: str = Field(min_length=1, max_length=256)
 
 
+class SetModeOp(_Op):
+    op: Literal["set_mode"] = "set_mode"
+    session: SessionId
+    mode_id: str = Field(min_length=1, max_length=256)
+    request_id: RequestId | None = None
+
+
 class SetConfigOptionOp(_Op):
     op: Literal["set_config_option"] = "set_config_option"
     session: SessionId
@@ -238,6 +255,7 @@ Op = Annotated[
     | SetPermissionModeOp
     | SetSandboxOp
     | SetModelOp
+    | SetModeOp
     | SetConfigOptionOp,
     Field(discriminator="op"),
 ]
@@ -391,6 +409,38 @@ class ModelsState(BaseModel):
     current: str = ""
 
 
+class ModeChoice(BaseModel):
+    """One ACP session mode (e.g. Claude Code's default / acceptEdits / plan)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    name: str
+    description: str | None = None
+
+
+class ModesState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    available: list[ModeChoice]
+    current: str = ""
+
+
+class McpServerSummary(BaseModel):
+    """What clients see of an MCP server: never its env, headers, command or url."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    type: Literal["stdio", "http", "sse"]
+
+
+class AuthMethodInfo(BaseModel):
+    """An ACP `authMethods` entry as a person reads it (what to run to log in)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    name: str
+    description: str | None = None
+
+
 class ConfigChoice(BaseModel):
     model_config = ConfigDict(extra="ignore")
     id: str
@@ -427,7 +477,9 @@ class SessionSnapshot(BaseModel):
     policy: ExecutionPolicy
     activity: SessionActivity
     models: ModelsState | None
+    modes: ModesState | None = None
     config_options: list[ConfigOption]
+    mcp_servers: list[McpServerSummary] = Field(default_factory=list)
     context_window: ContextWindow | None
     created_at: str
     updated_at: str
@@ -617,6 +669,17 @@ class Models(_Event):
         return self.model_dump_json()
 
 
+class Modes(_Event):
+    event: Literal["modes"] = "modes"
+    session: str
+    available: list[ModeChoice]
+    current: str
+
+    def encode(self) -> str:
+        # ModeChoice.description is present as null, like models'.
+        return self.model_dump_json()
+
+
 class ConfigOptions(_Event):
     event: Literal["config_options"] = "config_options"
     session: str
@@ -647,6 +710,11 @@ class ErrorEvent(_Event):
     message: str
     terminal: bool
     request_id: str | None = None
+    # Additive: the problem code when the error has one, and what a person needs to act on
+    # an agent failure (its authMethods, the tail of its stderr).
+    code: str | None = None
+    auth_methods: list[AuthMethodInfo] | None = None
+    stderr_tail: str | None = None
 
 
 Event = Annotated[
@@ -664,6 +732,7 @@ Event = Annotated[
     | BudgetExceeded
     | ContextWindowEvent
     | Models
+    | Modes
     | ConfigOptions
     | ExecutionPolicyChanged
     | TurnEnded

@@ -15,15 +15,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from core.agents.client import LaunchSpec
 from core.errors import DomainError
-from core.protocol import BUILTIN_PROVIDERS, PROVIDER_ALIASES, provider_wire
+from core.mcp_servers import InvalidMcpServerError, McpServer, parse_mcp_servers
+from core.protocol import (
+    BUILTIN_PROVIDERS,
+    PROVIDER_ALIASES,
+    AuthMethodInfo,
+    McpServerSummary,
+    provider_wire,
+)
 
 PROVIDERS_FILE = "providers.toml"
 DEMO_KEY = "custom:echo"
-_TABLE_KEYS = frozenset({"command", "args", "env", "display_name"})
+_TABLE_KEYS = frozenset({"command", "args", "env", "display_name", "mcp_servers"})
+# npx options that take no value; anything else starting with "-" is not understood here.
+_NPX_FLAGS = frozenset({"-y", "--yes", "-q", "--quiet", "--no-install", "--prefer-offline"})
 _MAX_NAME = 128
 
 
@@ -52,6 +61,11 @@ class ProviderInfo(BaseModel):
     args: list[str]
     available: bool
     reason: str | None
+    mcp_servers: list[McpServerSummary] = Field(default_factory=list)
+    # What is known about the agent's auth: its `authMethods` from the last initialize (null
+    # until one ran), and whether its last session/new or prompt answered "auth required".
+    auth_methods: list[AuthMethodInfo] | None = None
+    auth_required: bool | None = None
 
     def wire(self) -> dict[str, Any]:
         """JSON form of the row."""
@@ -67,6 +81,7 @@ class ProviderEntry:
     command: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    mcp_servers: tuple[McpServer, ...] = ()
 
     def launch(self, cwd: str) -> LaunchSpec:
         """The launch spec for a session in `cwd`; env is merged over os.environ."""
@@ -77,8 +92,11 @@ class ProviderEntry:
     def unavailable_reason(self) -> str | None:
         """Why the command can't be started here (e.g. "command not found: grok"), or None."""
         path = self.env.get("PATH", os.environ.get("PATH"))
-        if shutil.which(self.command, path=path) is None:
+        found = shutil.which(self.command, path=path)
+        if found is None:
             return f"command not found: {self.command}"
+        if Path(self.command).name == "npx":
+            return _npx_unavailable_reason(Path(found), self.args, {**os.environ, **self.env})
         return None
 
     def check_available(self) -> None:
@@ -96,6 +114,7 @@ class ProviderEntry:
             args=list(self.args),
             available=reason is None,
             reason=reason,
+            mcp_servers=[server.summary() for server in self.mcp_servers],
         )
 
 
@@ -134,6 +153,22 @@ class ProviderRegistry:
 
     def __init__(self, entries: list[ProviderEntry]) -> None:
         self._entries = {entry.key: entry for entry in entries}
+        self._auth_methods: dict[str, list[AuthMethodInfo]] = {}
+        self._auth_required: dict[str, bool] = {}
+
+    def observe_auth(
+        self,
+        key: str,
+        *,
+        methods: tuple[AuthMethodInfo, ...] | None = None,
+        required: bool | None = None,
+    ) -> None:
+        """Remember what an agent said about auth (shown by GET /v1/providers)."""
+        key = PROVIDER_ALIASES.get(key, key)
+        if methods is not None:
+            self._auth_methods[key] = list(methods)
+        if required is not None:
+            self._auth_required[key] = required
 
     @classmethod
     def load(cls, home: Path) -> ProviderRegistry:
@@ -153,8 +188,16 @@ class ProviderRegistry:
         return entry
 
     def list(self) -> list[ProviderInfo]:
-        """Every provider with its availability on this machine."""
-        return [entry.info() for entry in self._entries.values()]
+        """Every provider with its availability on this machine and what is known of its auth."""
+        return [
+            entry.info().model_copy(
+                update={
+                    "auth_methods": self._auth_methods.get(entry.key),
+                    "auth_required": self._auth_required.get(entry.key),
+                }
+            )
+            for entry in self._entries.values()
+        ]
 
 
 def _read_tables(path: Path) -> dict[str, dict[str, Any]]:
@@ -203,6 +246,10 @@ def _entry_from_table(
         raise ProviderConfigError(f"{where}.env must be a table of strings")
     if display_name is not None and (not isinstance(display_name, str) or not display_name):
         raise ProviderConfigError(f"{where}.display_name must be a non-empty string")
+    try:
+        servers = parse_mcp_servers(table.get("mcp_servers"), where=f"{where}.mcp_servers")
+    except InvalidMcpServerError as exc:
+        raise ProviderConfigError(exc.message) from None
     if base is None:
         if command is None:
             raise ProviderConfigError(f"{where}.command is required for a custom provider")
@@ -213,4 +260,59 @@ def _entry_from_table(
         args=tuple(args) if args is not None else base.args,
         env={**base.env, **(env or {})},
         display_name=display_name if display_name is not None else base.display_name,
+        mcp_servers=servers if "mcp_servers" in table else base.mcp_servers,
     )
+
+
+def _npx_unavailable_reason(npx: Path, args: tuple[str, ...], env: Mapping[str, str]) -> str | None:
+    """Why `npx ARGS` can't start offline: its package is neither in a node_modules npx
+    would use (the current directory and its parents, the global npm root) nor in the npx
+    cache. None when it is found, or when the spec is not a plain registry package name."""
+    name = _npx_package_name(args)
+    if name is None:
+        return None
+    roots = [d / "node_modules" for d in (Path.cwd(), *Path.cwd().parents)]
+    resolved = npx.resolve()
+    roots += [p for p in resolved.parents if p.name == "node_modules"][:1]
+    if prefix := env.get("npm_config_prefix") or env.get("NPM_CONFIG_PREFIX"):
+        roots.append(Path(prefix) / "lib" / "node_modules")
+    cache = env.get("npm_config_cache") or env.get("NPM_CONFIG_CACHE")
+    cache_dir = Path(cache) if cache else Path(env.get("HOME", str(Path.home()))) / ".npm"
+    try:
+        roots += sorted((cache_dir / "_npx").glob("*/node_modules"))
+        if any((root / name / "package.json").is_file() for root in roots):
+            return None
+    except OSError:
+        return None  # can't tell: don't claim it is missing
+    return (
+        f"npm package {name} is not installed (not in node_modules, the global npm root or "
+        f"the npx cache), so npx would have to download it; install it (npm install -g {name}) "
+        "or point providers.toml at its binary"
+    )
+
+
+def _npx_package_name(args: tuple[str, ...]) -> str | None:
+    """The registry package name an npx argv runs (`-y @scope/pkg@1.2` → `@scope/pkg`)."""
+    spec = None
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("-p", "--package") and rest:
+            spec = rest.pop(0)
+            break
+        if arg.startswith("--package="):
+            spec = arg.split("=", 1)[1]
+            break
+        if arg in _NPX_FLAGS:
+            continue
+        if arg.startswith("-"):
+            return None
+        spec = arg
+        break
+    if not spec or ":" in spec or spec.startswith((".", "/")):
+        return None
+    scope, slash, rest_name = spec.partition("/") if spec.startswith("@") else ("", "", spec)
+    name = rest_name.split("@", 1)[0]
+    if spec.startswith("@"):
+        return f"{scope}/{name}" if slash and name else None
+    return name if "/" not in name and name else None

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from core.mcp_servers import McpServer
 from core.protocol import (
     DEFAULT_POLICY,
     ConfigOption,
     ContextWindow,
     ExecutionPolicy,
     ModelsState,
+    ModesState,
     SessionActivity,
     SessionSnapshot,
     WorktreeBaseline,
@@ -52,6 +54,9 @@ class SessionRecord:
     acp_session_id: str | None = None
     models: ModelsState | None = None
     config_options: list[ConfigOption] = field(default_factory=list)
+    modes: ModesState | None = None
+    # With secrets (env values, headers): sent to the agent and stored for revival only.
+    mcp_servers: tuple[McpServer, ...] = ()
     context_window: ContextWindow | None = None
     archived: bool = False
     created_at: datetime = field(default_factory=utcnow)
@@ -61,12 +66,22 @@ class SessionRecord:
         """A copy with `changes` applied and `updated_at` bumped."""
         return replace(self, updated_at=utcnow(), **changes)
 
+    def current_model(self) -> str | None:
+        """The model in use: the chosen one, else what the agent reports (its model config
+        option, then its `models`); None only when the agent reports none."""
+        if self.model:
+            return self.model
+        option = next((o for o in self.config_options if o.category == "model"), None)
+        if option is not None and option.current:
+            return option.current
+        return self.models.current if self.models is not None and self.models.current else None
+
     def snapshot(self) -> SessionSnapshot:
         return SessionSnapshot(
             id=self.id,
             title=self.title,
             provider=provider_wire(self.provider),
-            model=self.model,
+            model=self.current_model(),
             cwd=self.cwd,
             project_path=self.project_path,
             worktree_path=self.worktree_path,
@@ -74,7 +89,9 @@ class SessionRecord:
             policy=self.policy,
             activity=self.activity,
             models=self.models,
+            modes=self.modes,
             config_options=self.config_options,
+            mcp_servers=[server.summary() for server in self.mcp_servers],
             context_window=self.context_window,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),

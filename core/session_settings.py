@@ -1,36 +1,47 @@
-"""Per-session settings ops: the atomic two-axis execution policy, the model and agent config
-options (original-behaviour §2.3, §8.4). Each is persisted, applied live, then broadcast.
+"""Per-session settings ops: the atomic two-axis execution policy, the model, the ACP session
+mode and agent config options (original-behaviour §2.3, §8.4). Each is validated, applied live,
+persisted, then broadcast.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from core.agents.client import AgentProcess
+from core.acp_sessions import (
+    apply_mode,
+    apply_model,
+    effective_models,
+    mode_option,
+    model_option,
+    state_events,
+)
 from core.agents.updates import AgentError
 from core.errors import (
+    DomainError,
     OperationFailedError,
     SessionNotFoundError,
+    UnknownModeError,
+    UnknownModelError,
 )
 from core.live import LiveSession
 from core.outcomes import (
     ConfigResult,
     ModelResult,
+    ModeResult,
     PolicyResult,
 )
 from core.permissions import is_stricter
 from core.protocol import (
-    ConfigOptions,
-    Event,
     ExecutionPolicy,
     ExecutionPolicyChanged,
-    Models,
     PermissionMode,
     SandboxPolicy,
     SetConfigOptionOp,
     SetModelOp,
+    SetModeOp,
 )
+from core.session import SessionRecord
 from core.store.database import UnitOfWork
 
 if TYPE_CHECKING:
@@ -79,64 +90,112 @@ class SessionSettings:
         return PolicyResult(session=session_id, policy=policy, request_id=request_id)
 
     async def set_model(self, op: SetModelOp) -> ModelResult:
+        """Validate against the agent's models, apply it live (its model config option when it
+        has one), persist, broadcast `models`; without a live agent it applies at revival."""
         try:
             live = await self.engine.load(op.session)
         except SessionNotFoundError as exc:
             exc.message = "couldn't change model: no such session"
             raise await self.engine.reject(exc, terminal=False) from None
         async with live.lock:
+            models = live.record.models
+            if models is not None and op.model not in {m.id for m in models.available}:
+                offered = ", ".join(m.id for m in models.available)
+                unknown: DomainError = UnknownModelError(
+                    f"{op.model!r} is not one of this session's models ({offered})",
+                    session=op.session,
+                )
+                raise await self.engine.reject(unknown, terminal=False)
             if live.agent_alive and live.acp_session_id is not None:
                 assert live.agent is not None
                 try:
-                    await self._apply_model(live, live.agent, live.acp_session_id, op.model)
+                    record = await apply_model(
+                        live.agent, live.acp_session_id, live.record, op.model
+                    )
                 except AgentError as exc:
                     error = OperationFailedError(
-                        f"this agent can't switch models mid-session ({exc}); "
-                        f"start a new session to use {op.model}",
+                        f"the agent didn't switch to {op.model}: {exc.message}",
                         session=op.session,
                     )
                     raise await self.engine.reject(error, terminal=False) from exc
-            models = live.record.models
-            if models is not None:
-                models = models.model_copy(update={"current": op.model})
-            record = live.record.evolve(model=op.model, models=models)
-            events: list[Event] = []
-            if models is not None:
-                events.append(
-                    Models(session=op.session, available=models.available, current=op.model)
-                )
-
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("model", "models"))
-                for ev in events:
-                    uow.emit(ev)
-
-            try:
-                await self.engine.store.write(persist)
-            except Exception as exc:
-                error = OperationFailedError(
-                    f"couldn't persist model change: {exc}", session=op.session
-                )
-                raise await self.engine.reject(error, terminal=False) from exc
-            live.record = live.record.evolve(model=op.model, models=models)
+            else:
+                current = models.model_copy(update={"current": op.model}) if models else None
+                record = live.record.evolve(model=op.model, models=current)
+            changed_options = record.config_options != live.record.config_options
+            fields = ("model", "models") + (("config_options",) if changed_options else ())
+            await self._persist(live, record, fields)
         return ModelResult(session=op.session, current=op.model)
 
-    async def _apply_model(
-        self, live: LiveSession, agent: AgentProcess, acp_session: str, model: str
+    async def set_mode(self, op: SetModeOp) -> ModeResult:
+        """`session/set_mode` for one of the agent's modes; persisted, broadcast as `modes`;
+        without a live agent it applies at revival."""
+        try:
+            live = await self.engine.load(op.session, op.request_id)
+        except SessionNotFoundError as exc:
+            exc.message = "couldn't change mode: no such session"
+            raise await self.engine.reject(exc, terminal=False) from None
+        async with live.lock:
+            modes = live.record.modes
+            if modes is None or op.mode_id not in {m.id for m in modes.available}:
+                offered = ", ".join(m.id for m in modes.available) if modes else "none"
+                unknown = UnknownModeError(
+                    f"{op.mode_id!r} is not one of this session's modes ({offered})",
+                    session=op.session,
+                    request_id=op.request_id,
+                )
+                raise await self.engine.reject(unknown, terminal=False)
+            if live.agent_alive and live.acp_session_id is not None:
+                assert live.agent is not None
+                try:
+                    record = await apply_mode(
+                        live.agent, live.acp_session_id, live.record, op.mode_id
+                    )
+                except AgentError as exc:
+                    error = OperationFailedError(
+                        f"the agent didn't switch to mode {op.mode_id}: {exc.message}",
+                        session=op.session,
+                        request_id=op.request_id,
+                    )
+                    raise await self.engine.reject(error, terminal=False) from exc
+            else:
+                record = live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
+            changed_options = record.config_options != live.record.config_options
+            await self._persist(
+                live, record, ("modes",) + (("config_options",) if changed_options else ())
+            )
+        return ModeResult(session=op.session, current=op.mode_id)
+
+    async def _persist(
+        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...]
     ) -> None:
-        # Prefer the agent's model config option when it has one (issue: set_model).
-        option = next((o for o in live.record.config_options if o.category == "model"), None)
-        if option is not None:
-            options = await agent.set_config_option(acp_session, option.id, model)
-            live.record = live.record.evolve(config_options=options)
-        else:
-            await agent.set_model(acp_session, model)
+        """Write `fields` of `record` with the state events they change; then adopt them."""
+        events = [
+            ev
+            for ev in state_events(record)
+            if (ev.event == "models" and "models" in fields)
+            or (ev.event == "modes" and "modes" in fields)
+            or (ev.event == "config_options" and "config_options" in fields)
+        ]
+
+        def persist(uow: UnitOfWork) -> None:
+            uow.sessions.update(record, fields)
+            for ev in events:
+                uow.emit(ev)
+
+        try:
+            await self.engine.store.write(persist)
+        except Exception as exc:
+            error = OperationFailedError(f"couldn't persist the change: {exc}", session=live.id)
+            raise await self.engine.reject(error, terminal=False) from exc
+        live.record = live.record.evolve(**{name: getattr(record, name) for name in fields})
 
     async def set_config_option(self, op: SetConfigOptionOp) -> ConfigResult:
         live = self.engine.live_sessions.get(op.session)
         if live is None or not live.agent_alive or live.acp_session_id is None:
             error = OperationFailedError(
-                f"can't set {op.config_id} before the session's first prompt", session=op.session
+                f"can't set {op.config_id} while the session's agent isn't running; "
+                "send a prompt first",
+                session=op.session,
             )
             raise await self.engine.reject(error, terminal=False)
         assert live.agent is not None
@@ -150,16 +209,22 @@ class SessionSettings:
                     f"{op.config_id} can't be changed here: {exc}", session=op.session
                 )
                 raise await self.engine.reject(error, terminal=False) from exc
-            model_option = next((o for o in options if o.category == "model"), None)
-            changes: dict[str, Any] = {"config_options": options}
-            if model_option is not None and model_option.current:
-                changes["model"] = model_option.current
-            record = live.record.evolve(**changes)
-
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("config_options", "model"))
-                uow.emit(ConfigOptions(session=op.session, options=options))
-
-            await self.engine.store.write(persist)
-            live.record = live.record.evolve(**changes)
+            option = model_option(options)
+            record = live.record.evolve(config_options=options)
+            fields: tuple[str, ...] = ("config_options",)
+            if (modes_option := mode_option(options)) is not None and live.record.modes:
+                fields += ("modes",)
+                current = {"current": modes_option.current}
+                record = record.evolve(modes=live.record.modes.model_copy(update=current))
+            if option is not None and option.current:
+                fields += ("model", "models")
+                models = live.record.models
+                record = record.evolve(
+                    model=option.current,
+                    models=effective_models(
+                        models.model_copy(update={"current": option.current}) if models else None,
+                        options,
+                    ),
+                )
+            await self._persist(live, record, fields)
         return ConfigResult(session=op.session, options=options)

@@ -11,6 +11,18 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
+from core.acp_sessions import (
+    ADOPTED_FIELDS,
+    adopt,
+    agent_failure,
+    apply_mode,
+    apply_model,
+    mode_option,
+    model_option,
+    open_new,
+    restore,
+    state_events,
+)
 from core.activity import INTERRUPTED, LiveTurn, is_busy
 from core.agents.client import AgentProcess
 from core.agents.updates import AgentError
@@ -32,13 +44,11 @@ from core.outcomes import (
 from core.prompts import canonical_text, compile_prompt, derive_title, display_text
 from core.protocol import (
     AnswerPermissionOp,
-    ConfigOptions,
     Doc,
     ErrorEvent,
     Event,
     FailedState,
     IdleState,
-    Models,
     PromptOp,
     PromptPart,
     RunningState,
@@ -201,9 +211,16 @@ class TurnFlow:
             raise
         except (AgentError, DomainError) as exc:
             await self._flush(handler)
-            message = exc.message if isinstance(exc, DomainError) else str(exc)
-            message = handler.take_lost_writes() or message
-            await self._fail_turn(live, turn, "provider_error", message)
+            if isinstance(exc, AgentError):
+                self.engine.providers.observe_auth(live.record.provider, required=exc.auth_required)
+                error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
+            else:
+                error = exc
+            lost = handler.take_lost_writes()
+            if lost is not None:  # a lost update explains more than the agent's failure
+                await self._fail_turn(live, turn, "provider_error", lost)
+            else:
+                await self._fail_turn(live, turn, "provider_error", error.message, error)
             return
         except Exception as exc:  # MemoryError and any bug: the turn must still end
             log.exception("turn of session %s failed unexpectedly", live.id)
@@ -235,13 +252,25 @@ class TurnFlow:
         turn: LiveTurn,
         reason: Literal["interrupted", "provider_error"],
         message: str,
+        error: DomainError | None = None,
     ) -> None:
-        """Failed activity, then the correlated terminal error (never turn_ended)."""
+        """Failed activity, then the correlated terminal error (never turn_ended); an auth
+        refusal's code and authMethods and the agent's stderr tail ride on the event."""
+        details = error.details if error is not None else {}
+        event = ErrorEvent(
+            session=live.id,
+            message=message,
+            terminal=True,
+            request_id=turn.request_id,
+            code=error.code if error is not None and error.code != TurnFailedError.code else None,
+            auth_methods=details.get("auth_methods"),
+            stderr_tail=details.get("stderr_tail"),
+        )
         await self._end_turn(
             live,
             turn,
             FailedState(turn_id=turn.turn_id, reason=reason, message=message),
-            ErrorEvent(session=live.id, message=message, terminal=True, request_id=turn.request_id),
+            event,
         )
 
     async def _end_turn(
@@ -265,81 +294,74 @@ class TurnFlow:
 
     async def _revive(self, live: LiveSession) -> AgentProcess:
         await self.engine.close_agent(live)
-        agent = await self.engine.spawn_agent(live)
-        record = live.record
-        if record.models is not None:
-            await self.engine.emit(
-                Models(
-                    session=live.id, available=record.models.available, current=record.model or ""
-                )
-            )
-        return agent
+        return await self.engine.spawn_agent(live)
 
     async def _ensure_acp_session(
         self, live: LiveSession, agent: AgentProcess, rid: str | None
     ) -> str:
-        """Lazily create (or restore) the ACP session on the first prompt (§3.3 step 5)."""
+        """The ACP session of a revived agent: resumed or loaded (else a fresh one, with a
+        warning), with the session's MCP servers, its chosen model and mode re-applied."""
         if live.acp_session_id is not None:
             return live.acp_session_id
         record = live.record
+        chosen_model = record.current_model()
+        chosen_mode = record.modes.current if record.modes is not None else ""
         info = None
-        if agent.supports_load_session and record.acp_session_id:
-            try:
-                info = await agent.load_session(record.acp_session_id, record.cwd)
-            except AgentError as exc:
-                await self.engine.emit(
-                    ErrorEvent(
-                        session=live.id,
-                        message=(
-                            f"couldn't restore this session's saved context (session/load: {exc}); "
-                            "the transcript is kept, but the agent is starting with a fresh memory"
-                        ),
-                        terminal=False,
-                        request_id=rid,
-                    )
-                )
-        if info is None:
-            info = await agent.new_session(record.cwd)
-        models = info.models
-        if models is not None and record.model and record.model != models.current:
-            try:
-                await agent.set_model(info.acp_session_id, record.model)
-                models = models.model_copy(update={"current": record.model})
-            except AgentError as exc:
-                await self.engine.emit(
-                    ErrorEvent(
-                        session=live.id,
-                        message=f"{record.model} wasn't accepted: {exc}",
-                        terminal=False,
-                        request_id=rid,
-                    )
-                )
-        updated = record.evolve(
-            acp_session_id=info.acp_session_id,
-            models=models if models is not None else record.models,
-            config_options=info.config_options or record.config_options,
-        )
-        events: list[Event] = []
-        if models is not None and models.available:
-            events.append(
-                Models(session=live.id, available=models.available, current=models.current)
+        try:
+            info = await restore(agent, record)
+        except AgentError as exc:
+            if exc.auth_required:
+                raise
+            await self._warn(
+                live,
+                rid,
+                f"couldn't restore this session's saved context ({exc.message}); "
+                "the transcript is kept, but the agent is starting with a fresh memory",
             )
-        if info.config_options:
-            events.append(ConfigOptions(session=live.id, options=info.config_options))
+        if info is None:
+            info = await open_new(agent, record)
+        updated, _ = adopt(record, info)
+        # Re-apply what the session had chosen when the agent came back with something else, or
+        # did not say (a resume answer may omit models/modes): setting it again is harmless.
+        said_model = info.models is not None or model_option(info.config_options) is not None
+        said_mode = info.modes is not None or mode_option(info.config_options) is not None
+        if (
+            chosen_model
+            and record.models is not None
+            and (not said_model or updated.current_model() != chosen_model)
+        ):
+            try:
+                updated = await apply_model(agent, info.acp_session_id, updated, chosen_model)
+            except AgentError as exc:
+                await self._warn(live, rid, f"{chosen_model} wasn't accepted: {exc.message}")
+        modes = updated.modes
+        offered = {m.id for m in modes.available} if modes is not None else set()
+        if (
+            modes is not None
+            and chosen_mode in offered
+            and (not said_mode or modes.current != chosen_mode)
+        ):
+            try:
+                updated = await apply_mode(agent, info.acp_session_id, updated, chosen_mode)
+            except AgentError as exc:
+                await self._warn(live, rid, f"mode {chosen_mode} wasn't accepted: {exc.message}")
+        events = state_events(updated)
 
         def persist(uow: UnitOfWork) -> None:
-            uow.sessions.update(updated, ("acp_session_id", "models", "config_options"))
+            uow.sessions.update(updated, ADOPTED_FIELDS)
             for ev in events:
                 uow.emit(ev)
 
         await self.engine.store.write(persist)
-        live.record = live.record.evolve(
-            acp_session_id=updated.acp_session_id,
-            models=updated.models,
-            config_options=updated.config_options,
-        )
+        adopted = {name: getattr(updated, name) for name in ADOPTED_FIELDS}
+        live.record = live.record.evolve(**adopted)
         live.acp_session_id = info.acp_session_id
         return info.acp_session_id
+
+    async def _warn(self, live: LiveSession, rid: str | None, message: str) -> None:
+        await self.engine.emit(
+            ErrorEvent(session=live.id, message=message, terminal=False, request_id=rid)
+        )
 
     async def _compile_for_turn(self, live: LiveSession, doc: Doc, rid: str | None) -> str:
         preview = await self.compile(live.record.cwd, doc)

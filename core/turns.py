@@ -16,12 +16,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from core.acp_sessions import effective_models, mode_option, model_option
 from core.activity import LiveTurn, ParkedInput, advance, next_sequence
 from core.agents.updates import (
     AgentUpdate,
     ConfigOptionsUpdate,
+    ModeUpdate,
     PermissionAsk,
     PlanUpdate,
     TextChunk,
@@ -40,6 +42,7 @@ from core.protocol import (
     Event,
     FailedState,
     IdleState,
+    Modes,
     Part,
     PendingInput,
     PermissionRequest,
@@ -133,12 +136,38 @@ class SessionHandler:
                     ledger(uow)
 
         elif isinstance(update, ConfigOptionsUpdate):
-            self._live.record = self._live.record.evolve(config_options=update.options)
-            record, options = self._live.record, update.options
+            options = update.options
+            changes: dict[str, Any] = {"config_options": options}
+            if (option := model_option(options)) is not None and option.current:
+                # The snapshot's model (and picker) follow the agent's model option.
+                known = self._live.record.models
+                changes["model"] = option.current
+                changes["models"] = effective_models(
+                    known.model_copy(update={"current": option.current}) if known else None,
+                    options,
+                )
+            known_modes = self._live.record.modes
+            if (modes_option := mode_option(options)) is not None and known_modes is not None:
+                current = {"current": modes_option.current}
+                changes["modes"] = known_modes.model_copy(update=current)
+            self._live.record = self._live.record.evolve(**changes)
+            record = self._live.record
 
             def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("config_options",))
+                uow.sessions.update(record, tuple(changes))
                 uow.emit(ConfigOptions(session=sid, options=options))
+
+        elif isinstance(update, ModeUpdate):
+            modes = self._live.record.modes
+            if modes is None:
+                return  # a mode switch of an agent that never listed its modes
+            modes = modes.model_copy(update={"current": update.mode_id})
+            self._live.record = self._live.record.evolve(modes=modes)
+            record = self._live.record
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("modes",))
+                uow.emit(Modes(session=sid, available=modes.available, current=modes.current))
 
         else:  # pragma: no cover - the union is closed
             return

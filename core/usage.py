@@ -52,9 +52,7 @@ class BudgetExceededError(DomainError):
     ) -> None:
         super().__init__(message, **kwargs)
         self.limit, self.used = limit, used
-
-    def problem_fields(self) -> dict[str, Any]:
-        return {"limit": self.limit.model_dump(), "used": self.used.model_dump()}
+        self.details = {"limit": limit.model_dump(), "used": used.model_dump()}
 
 
 class InvalidUsageQueryError(DomainError):

@@ -18,6 +18,7 @@ from api.schemas import (
     AnswerBody,
     ConfigValueBody,
     CorrelatedBody,
+    ModeBody,
     ModelBody,
     NewSessionBody,
     PermissionModeBody,
@@ -31,6 +32,7 @@ from core.outcomes import (
     CancelResult,
     ConfigResult,
     ModelResult,
+    ModeResult,
     PolicyResult,
     PromptAccepted,
 )
@@ -43,6 +45,7 @@ from core.protocol import (
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
+    SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
 )
@@ -151,8 +154,17 @@ async def set_sandbox(
 async def set_model(
     session_id: SessionPath, body: ModelBody, device: DeviceDep, services: ServicesDep
 ) -> Response:
-    """Set the session model."""
+    """Set the session model (one of the snapshot's `models.available`)."""
     op = SetModelOp(session=session_id, model=body.model)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.put("/sessions/{session_id}/mode", responses=_ok(ModeResult))
+async def set_mode(
+    session_id: SessionPath, body: ModeBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Switch the agent's ACP session mode (one of the snapshot's `modes.available`)."""
+    op = SetModeOp(session=session_id, mode_id=body.mode_id, request_id=body.request_id)
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
 
 

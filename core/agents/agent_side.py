@@ -81,7 +81,8 @@ async def serve(make_agent: Callable[[AgentPeer], ServedAgent]) -> None:
 
     conn = Connection(dispatch, writer, reader, listening=False)
     agent = make_agent(AgentPeer(conn, writer))
-    holder.append((agent, build_agent_router(cast(Agent, agent))))
+    # Unstable methods (session/resume, session/close) route to an agent that implements them.
+    holder.append((agent, build_agent_router(cast(Agent, agent), use_unstable_protocol=True)))
     try:
         await conn.main_loop()
     finally:

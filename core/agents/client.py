@@ -24,6 +24,7 @@ from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, term
 from core.agents.translate import (
     InvalidParams,
     UpdateTranslator,
+    parse_auth_methods,
     parse_config_options,
     parse_stop_reason,
     parse_turn_usage,
@@ -35,6 +36,7 @@ from core.agents.updates import (
     AgentHandler,
     AgentUpdate,
     ConfigOptionsUpdate,
+    ModeUpdate,
     PermissionAsk,
     PlanUpdate,
     TextChunk,
@@ -42,7 +44,7 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import ConfigOption, StopReason
+from core.protocol import AuthMethodInfo, ConfigOption, StopReason
 
 __all__ = [
     "AcpSessionInfo",
@@ -52,6 +54,7 @@ __all__ = [
     "AgentUpdate",
     "ConfigOptionsUpdate",
     "LaunchSpec",
+    "ModeUpdate",
     "PermissionAsk",
     "PlanUpdate",
     "ProcessRegistry",
@@ -68,6 +71,8 @@ INITIALIZE_TIMEOUT = 30.0
 EXIT_DRAIN_GRACE = 0.5  # after exit, how long trailing output may take to arrive
 CANCEL_SEND_TIMEOUT = 5.0
 CLOSE_SESSION_TIMEOUT = 0.5  # session/close is a courtesy before ending the process
+STDERR_SETTLE = 0.1  # after a failed request, how long its stderr may take to arrive
+AUTH_REQUIRED = -32000  # ACP's "authentication required" JSON-RPC error code
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
     "terminal": False,
@@ -111,7 +116,11 @@ class AgentProcess:
         self._registry = registry
         self.pid: int = process.pid
         self.supports_load_session = False
+        self.supports_resume = False
         self.supports_close_session = False
+        self.mcp_http = False
+        self.mcp_sse = False
+        self.auth_methods: tuple[AuthMethodInfo, ...] = ()
         self._translator = UpdateTranslator()
         self._updates: asyncio.Queue[AgentUpdate | asyncio.Future[None]] = asyncio.Queue()
         self._stderr = StderrTail()
@@ -167,45 +176,67 @@ class AgentProcess:
             "clientCapabilities": CLIENT_CAPABILITIES,
             "clientInfo": {"name": "c2", "version": "0.1.0"},
         }
-        try:
-            result = await self._request("initialize", params)
-        except AgentError as exc:
-            raise AgentError(f"initialize failed: {exc.message}") from None
-        caps = result.get("agentCapabilities") if isinstance(result, dict) else None
+        result = await self._request("initialize", params, step="initialize")
+        body = result if isinstance(result, dict) else {}
+        caps = body.get("agentCapabilities")
+        caps = caps if isinstance(caps, dict) else {}
         # Must be boolean true; "yes" and friends do not count (§9.1).
-        self.supports_load_session = isinstance(caps, dict) and caps.get("loadSession") is True
-        # ACP: `sessionCapabilities.close` is an object (`{}`) when session/close is supported.
-        session_caps = caps.get("sessionCapabilities") if isinstance(caps, dict) else None
-        self.supports_close_session = isinstance(session_caps, dict) and isinstance(
-            session_caps.get("close"), dict
-        )
+        self.supports_load_session = caps.get("loadSession") is True
+        # sessionCapabilities.{resume,close}: `{}` means supported, absent/null means not.
+        session_caps = caps.get("sessionCapabilities")
+        session_caps = session_caps if isinstance(session_caps, dict) else {}
+        self.supports_resume = isinstance(session_caps.get("resume"), dict)
+        self.supports_close_session = isinstance(session_caps.get("close"), dict)
+        mcp = caps.get("mcpCapabilities")
+        mcp = mcp if isinstance(mcp, dict) else {}
+        self.mcp_http, self.mcp_sse = mcp.get("http") is True, mcp.get("sse") is True
+        self.auth_methods = parse_auth_methods(body.get("authMethods"))
 
     # -- ACP requests -------------------------------------------------------------------------
 
-    async def new_session(self, cwd: str) -> AcpSessionInfo:
-        """`session/new` in `cwd` (no MCP servers)."""
-        result = await self._request("session/new", {"cwd": cwd, "mcpServers": []})
+    async def new_session(
+        self, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
+        """`session/new` in `cwd` with `mcp_servers` (ACP wire shape)."""
+        params = {"cwd": cwd, "mcpServers": mcp_servers or []}
+        result = await self._request("session/new", params, step="session/new")
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str) or not session_id:
-            raise AgentError("session/new returned no sessionId")
+            raise AgentError("session/new failed: the agent returned no sessionId")
         return session_info(session_id, result)
 
-    async def load_session(self, acp_session_id: str, cwd: str) -> AcpSessionInfo:
+    async def load_session(
+        self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
         """`session/load`; the replayed history is not delivered, except usage updates."""
-        params = {"sessionId": acp_session_id, "cwd": cwd, "mcpServers": []}
+        params = {"sessionId": acp_session_id, "cwd": cwd, "mcpServers": mcp_servers or []}
         try:
-            result = await self._request("session/load", params)
+            result = await self._request("session/load", params, step="session/load")
         finally:
             self._stdio.forget_loads()
         self._translator.start_message()
         return session_info(acp_session_id, result)
+
+    async def resume_session(
+        self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
+        """`session/resume` (advertised by `sessionCapabilities.resume`): no history replay."""
+        params = {"sessionId": acp_session_id, "cwd": cwd, "mcpServers": mcp_servers or []}
+        result = await self._request("session/resume", params, step="session/resume")
+        self._translator.start_message()
+        return session_info(acp_session_id, result)
+
+    async def set_mode(self, acp_session_id: str, mode_id: str) -> None:
+        """`session/set_mode`."""
+        params = {"sessionId": acp_session_id, "modeId": mode_id}
+        await self._request("session/set_mode", params, step="session/set_mode")
 
     async def prompt(self, acp_session_id: str, text: str) -> StopReason:
         """Run one turn; returns after every update that preceded the answer was delivered."""
         self._translator.start_message()
         params = {"sessionId": acp_session_id, "prompt": [{"type": "text", "text": text}]}
         try:
-            result = await self._request("session/prompt", params)
+            result = await self._request("session/prompt", params, step="prompt")
         except AgentError:
             await self._delivered()
             raise
@@ -225,14 +256,17 @@ class AgentProcess:
 
     async def set_model(self, acp_session_id: str, model_id: str) -> None:
         """`session/set_model`."""
-        await self._request("session/set_model", {"sessionId": acp_session_id, "modelId": model_id})
+        params = {"sessionId": acp_session_id, "modelId": model_id}
+        await self._request("session/set_model", params, step="session/set_model")
 
     async def set_config_option(
         self, acp_session_id: str, config_id: str, value: str
     ) -> list[ConfigOption]:
         """`session/set_config_option`; returns the agent's new (select-only) option set."""
         params = {"sessionId": acp_session_id, "configId": config_id, "value": value}
-        result = await self._request("session/set_config_option", params)
+        result = await self._request(
+            "session/set_config_option", params, step="session/set_config_option"
+        )
         return parse_config_options(result.get("configOptions") if isinstance(result, dict) else [])
 
     @property
@@ -301,13 +335,34 @@ class AgentProcess:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _request(self, method: str, params: dict[str, Any]) -> Any:
+    async def _request(self, method: str, params: dict[str, Any], *, step: str) -> Any:
+        """One ACP request; failures become AgentError("<step> failed: …") with the stderr the
+        agent wrote meanwhile and, for ACP's auth-required error, its authMethods."""
+        mark = self._stderr.received
         try:
             return await self._conn.send_request(method, params)
         except RequestError as exc:
-            raise AgentError(_rpc_error_message(exc)) from None
+            tail = await self._stderr_since(mark)
+            auth = exc.code == AUTH_REQUIRED
+            raise AgentError(
+                f"{step} failed: {_rpc_error_message(exc)}",
+                auth_required=auth,
+                auth_methods=self.auth_methods if auth else (),
+                stderr_tail=tail,
+            ) from None
         except OSError:  # ConnectionError: the stream closed under the request
-            raise AgentError(await self._lost_message()) from None
+            lost = await self._lost_message()
+            tail = self._stderr.since(mark)
+            raise AgentError(f"{step} failed: {lost}", stderr_tail=tail) from None
+
+    async def _stderr_since(self, mark: int) -> str:
+        # stderr and stdout are separate pipes: an explanation written just before the error
+        # answer may still be in flight. Wait briefly, only when nothing arrived yet.
+        if self._stderr.received == mark and not self._stderr.done.is_set():
+            self._stderr.grew.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stderr.grew.wait(), STDERR_SETTLE)
+        return self._stderr.since(mark)
 
     async def _lost_message(self) -> str:
         if not self._closing:
@@ -400,7 +455,8 @@ class AgentProcess:
 
 
 def _rpc_error_message(exc: RequestError) -> str:
-    message = f"rpc error {exc.code}: {exc}"
+    """The agent's own words, without JSON-RPC framing ("rpc error -32603: …")."""
+    message = str(exc).strip() or f"error {exc.code}"
     details = exc.data.get("details") if isinstance(exc.data, dict) else None
     if isinstance(details, str) and details.strip() and details.strip() != str(exc):
         message += f" ({details.strip()[:500]})"

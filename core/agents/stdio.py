@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 LINE_LIMIT = 64 * 1024 * 1024  # agents send single JSON lines well over 1 MiB
 STDERR_TAIL_BYTES = 4096
+ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
+ERROR_TAIL_LINES = 20
 PR_SET_PDEATHSIG = 1
 
 
@@ -132,6 +134,8 @@ class StderrTail:
 
     def __init__(self) -> None:
         self._tail = bytearray()
+        self.received = 0  # bytes seen so far: a mark for `since`
+        self.grew = asyncio.Event()  # set on every chunk; cleared by whoever waits on it
         self.done = asyncio.Event()
 
     async def drain(self, reader: asyncio.StreamReader) -> None:
@@ -141,6 +145,8 @@ class StderrTail:
                 logger.debug("agent stderr: %s", chunk.decode(errors="replace").rstrip())
                 self._tail += chunk
                 del self._tail[:-STDERR_TAIL_BYTES]
+                self.received += len(chunk)
+                self.grew.set()
         finally:
             self.done.set()
 
@@ -148,6 +154,16 @@ class StderrTail:
         """The last non-blank stderr line, bounded, or ""."""
         lines = [ln for ln in self._tail.decode(errors="replace").splitlines() if ln.strip()]
         return lines[-1].strip()[:limit] if lines else ""
+
+    def since(self, mark: int) -> str:
+        """What arrived after `mark` (a past `received`), bounded to the last ERROR_TAIL_BYTES
+        and ERROR_TAIL_LINES non-blank lines; "" if nothing did."""
+        fresh = min(self.received - mark, len(self._tail), ERROR_TAIL_BYTES)
+        if fresh <= 0:
+            return ""
+        text = bytes(self._tail[-fresh:]).decode(errors="replace")
+        lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+        return "\n".join(lines[-ERROR_TAIL_LINES:])
 
 
 class NdjsonStdio:

@@ -17,6 +17,7 @@ from core.agents.updates import (
     AcpSessionInfo,
     AgentUpdate,
     ConfigOptionsUpdate,
+    ModeUpdate,
     PermissionAsk,
     PlanUpdate,
     TextChunk,
@@ -26,11 +27,14 @@ from core.agents.updates import (
     UsageUpdate,
 )
 from core.protocol import (
+    AuthMethodInfo,
     ConfigChoice,
     ConfigOption,
     Cost,
+    ModeChoice,
     ModelChoice,
     ModelsState,
+    ModesState,
     StopReason,
     ToolContent,
     ToolLocation,
@@ -124,6 +128,9 @@ class UpdateTranslator:
             return UsageUpdate(used=used, size=size, cost=parse_cost(update.get("cost")))
         if variant == "config_option_update":
             return ConfigOptionsUpdate(options=parse_config_options(update.get("configOptions")))
+        if variant == "current_mode_update":
+            mode_id = _non_blank(update.get("currentModeId"))
+            return ModeUpdate(mode_id=mode_id) if mode_id is not None else None
         return None  # user_message_chunk, available_commands_update, unknown variants
 
     def _text_chunk(self, update: dict[str, Any]) -> TextChunk | None:
@@ -393,6 +400,35 @@ def parse_models(raw: object) -> ModelsState | None:
     return ModelsState(available=available, current=_str(raw.get("currentModelId")) or "")
 
 
+def parse_modes(raw: object) -> ModesState | None:
+    """The session's `modes` ({availableModes, currentModeId}), None if absent or empty."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("availableModes"), list):
+        return None
+    available = [
+        ModeChoice(
+            id=m["id"], name=_str(m.get("name")) or m["id"], description=_str(m.get("description"))
+        )
+        for m in raw["availableModes"]
+        if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]
+    ]
+    if not available:
+        return None
+    return ModesState(available=available, current=_str(raw.get("currentModeId")) or "")
+
+
+def parse_auth_methods(raw: object) -> tuple[AuthMethodInfo, ...]:
+    """`authMethods` of an initialize result: id, name and description of each."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        AuthMethodInfo(
+            id=m["id"], name=_str(m.get("name")) or m["id"], description=_str(m.get("description"))
+        )
+        for m in raw
+        if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]
+    )
+
+
 def parse_stop_reason(result: object) -> StopReason:
     """The `stopReason` of a `session/prompt` result; unknown values count as end_turn."""
     value = result.get("stopReason") if isinstance(result, dict) else None
@@ -404,10 +440,11 @@ def parse_stop_reason(result: object) -> StopReason:
 
 
 def session_info(session_id: str, result: object) -> AcpSessionInfo:
-    """What a `session/new` / `session/load` result reports: models and config options."""
+    """What a `session/new|load|resume` result reports: models, modes and config options."""
     body = result if isinstance(result, dict) else {}
     return AcpSessionInfo(
         acp_session_id=session_id,
         models=parse_models(body.get("models")),
         config_options=parse_config_options(body.get("configOptions")),
+        modes=parse_modes(body.get("modes")),
     )

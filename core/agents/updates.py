@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from core.protocol import ConfigOption, Cost, ModelsState, ToolContent, ToolLocation
+from core.protocol import (
+    AuthMethodInfo,
+    ConfigOption,
+    Cost,
+    ModelsState,
+    ModesState,
+    ToolContent,
+    ToolLocation,
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,13 @@ class ConfigOptionsUpdate:
     options: list[ConfigOption]
 
 
+@dataclass(frozen=True)
+class ModeUpdate:
+    """A `current_mode_update`: the agent switched its session mode."""
+
+    mode_id: str
+
+
 AgentUpdate: TypeAlias = (
     TextChunk
     | ThoughtChunk
@@ -84,6 +99,7 @@ AgentUpdate: TypeAlias = (
     | UsageUpdate
     | TurnUsage
     | ConfigOptionsUpdate
+    | ModeUpdate
 )
 
 
@@ -104,6 +120,7 @@ class AcpSessionInfo:
     acp_session_id: str
     models: ModelsState | None
     config_options: list[ConfigOption]
+    modes: ModesState | None = None
 
 
 class AgentHandler(Protocol):
@@ -117,8 +134,20 @@ class AgentHandler(Protocol):
 
 
 class AgentError(Exception):
-    """An agent failure; `str(error)` is what users see (e.g. "rpc error -32000: boom")."""
+    """An agent failure; `str(error)` is what users see (e.g. "prompt failed: boom"), naming
+    the ACP step that failed. `auth_required` (ACP error -32000) comes with the agent's
+    `auth_methods`; `stderr_tail` is what the agent wrote to stderr while the step ran."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        auth_required: bool = False,
+        auth_methods: tuple[AuthMethodInfo, ...] = (),
+        stderr_tail: str = "",
+    ) -> None:
         super().__init__(message)
         self.message = message
+        self.auth_required = auth_required
+        self.auth_methods = auth_methods
+        self.stderr_tail = stderr_tail

@@ -13,12 +13,14 @@ from typing import Any
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, insert, select, update
 
+from core.mcp_servers import dump_mcp_servers, parse_mcp_servers
 from core.protocol import (
     ConfigOption,
     ContextWindow,
     ExecutionPolicy,
     FailedState,
     ModelsState,
+    ModesState,
     SessionActivity,
     WorktreeBaseline,
 )
@@ -38,6 +40,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "models": ("models_json",),
     "config_options": ("config_options_json",),
     "context_window": ("context_window_json",),
+    "modes": ("modes_json",),
     "archived": ("archived",),
     "worktree_discarded": ("worktree_discarded",),
 }
@@ -82,6 +85,10 @@ def _to_row(rec: SessionRecord) -> dict[str, Any]:
         "models_json": _dump(rec.models),
         "config_options_json": _dump(rec.config_options),
         "context_window_json": _dump(rec.context_window),
+        "modes_json": _dump(rec.modes),
+        "mcp_servers_json": (
+            json.dumps(dump_mcp_servers(rec.mcp_servers)) if rec.mcp_servers else None
+        ),
         "archived": rec.archived,
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
@@ -125,6 +132,10 @@ def _from_row(row: Any) -> SessionRecord:
             ContextWindow.model_validate_json(row.context_window_json)
             if row.context_window_json
             else None
+        ),
+        modes=ModesState.model_validate_json(row.modes_json) if row.modes_json else None,
+        mcp_servers=(
+            parse_mcp_servers(json.loads(row.mcp_servers_json)) if row.mcp_servers_json else ()
         ),
         archived=bool(row.archived),
         created_at=_aware(row.created_at),

@@ -35,6 +35,9 @@ class SessionRow(SQLModel, table=True):
     models_json: str | None = Field(default=None, sa_column=Column(Text))
     config_options_json: str | None = Field(default=None, sa_column=Column(Text))
     context_window_json: str | None = Field(default=None, sa_column=Column(Text))
+    modes_json: str | None = Field(default=None, sa_column=Column(Text))
+    # ACP wire form including env values and headers: read back only to revive the agent.
+    mcp_servers_json: str | None = Field(default=None, sa_column=Column(Text))
     archived: bool = Field(default=False)
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))

@@ -5,11 +5,17 @@ Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives
 /agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang [reason],
 /ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
-/config-update, /raw {update json}, /request method. Env: SCRIPTED_AGENT_LOAD=0|1,
+/config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
+/stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
 SCRIPTED_AGENT_LOG=path (JSON line per inbound message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a
 sleeping grandchild holding stdout; pid in the log),
 SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
-(advertises `sessionCapabilities.close`; the request is logged, then refused by the SDK).
+(advertises `sessionCapabilities.close`; the request is logged and answered),
+SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (advertises
+session/resume and session/close), SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities),
+SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as a config option, like OpenCode),
+SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers "authentication required"),
+SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new).
 """
 
 from __future__ import annotations
@@ -27,13 +33,20 @@ from typing import Any
 
 import acp
 from acp.exceptions import RequestError
-from acp.schema import InitializeResponse, SessionCapabilities, SessionCloseCapabilities
 
 from core.agents.agent_side import AgentPeer
 from core.agents.client import LaunchSpec
-from core.agents.demo_agent import DemoAgent, DemoSession, Turn, main
+from core.agents.demo_agent import MODELS, DemoAgent, DemoSession, Turn, main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MODES = (
+    ("default", "Default", "Ask before edits and commands"),
+    ("acceptEdits", "Accept Edits", "Edit files without asking"),
+    ("plan", "Plan Mode", "Analyse only; change nothing"),
+)
+AUTH_METHODS = [
+    {"id": "claude-login", "name": "Log in with Claude", "description": "Run `claude /login`"},
+]
 AGENT_LAUNCH_INPUT = {
     "subagent_type": "explorer",
     "description": "Explore the repository",
@@ -70,34 +83,23 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 class ScriptedAgent(DemoAgent):
     """DemoAgent with test directives, a grouped and a boolean config option, and a log."""
 
-    config_ids = (*DemoAgent.config_ids, "effort")
+    config_ids = (*DemoAgent.config_ids, "effort", "model")
 
     def __init__(self, peer: AgentPeer) -> None:
         super().__init__(peer, load_session=os.environ.get("SCRIPTED_AGENT_LOAD", "1") == "1")
         self.spent: dict[str, float] = {}  # cumulative cost reported, per session (/spend)
         self.turn_usage: dict[str, dict[str, int]] = {}  # the running turn's usage (/spend)
         self.log_path = os.environ.get("SCRIPTED_AGENT_LOG")
+        self.with_modes = os.environ.get("SCRIPTED_AGENT_MODES") == "1"
+        self.with_resume = os.environ.get("SCRIPTED_AGENT_RESUME") == "1"
+        self.model_option = os.environ.get("SCRIPTED_AGENT_MODEL_OPTION") == "1"
+        self.auth = os.environ.get("SCRIPTED_AGENT_AUTH", "")
+        self.mcp = set(filter(None, os.environ.get("SCRIPTED_AGENT_MCP", "").split(",")))
         if os.environ.get("SCRIPTED_AGENT_SPAWN_CHILD") == "1":
             child = subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL
             )
             self.log({"event": "child", "pid": child.pid, "agent_pid": os.getpid()})
-
-    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        response = await super().initialize(protocol_version, **kwargs)
-        if os.environ.get("SCRIPTED_AGENT_SESSION_CLOSE") == "1":
-            assert response.agent_capabilities is not None
-            response.agent_capabilities.session_capabilities = SessionCapabilities(
-                close=SessionCloseCapabilities()
-            )
-        return response
-
-    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> dict[str, Any]:
-        """The demo turn; its response carries `usage` when the turn ran `/spend`."""
-        self.turn_usage.pop(session_id, None)
-        response = await super().prompt(session_id, prompt, **kwargs)
-        usage = self.turn_usage.pop(session_id, None)
-        return response if usage is None else {**response, "usage": usage}
 
     def log(self, entry: dict[str, Any]) -> None:
         if self.log_path:
@@ -114,7 +116,100 @@ class ScriptedAgent(DemoAgent):
             entry["params"] = body
         self.log(entry)
 
+    # -- ACP methods beyond the demo agent's --------------------------------------------------
+
+    async def initialize(self, protocol_version: int, **_: Any) -> dict[str, Any]:  # type: ignore[override]
+        """The demo's answer plus the capabilities and auth methods the env asks for."""
+        caps: dict[str, Any] = {
+            "loadSession": self.load_session_enabled,
+            "mcpCapabilities": {"http": "http" in self.mcp, "sse": "sse" in self.mcp},
+        }
+        if self.with_resume:
+            caps["sessionCapabilities"] = {"resume": {}, "close": {}}
+        elif os.environ.get("SCRIPTED_AGENT_SESSION_CLOSE") == "1":
+            caps["sessionCapabilities"] = {"close": {}}
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": caps,
+            "agentInfo": {"name": "c2-scripted-agent", "version": "0.1.0"},
+            "authMethods": AUTH_METHODS if self.auth else [],
+        }
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> dict[str, Any]:
+        if message := os.environ.get("SCRIPTED_AGENT_EXIT_ON_NEW"):
+            sys.stderr.write(f"{message}\n")
+            sys.stderr.flush()
+            os._exit(1)
+        if self.auth == "new":
+            sys.stderr.write("not logged in: no credentials found\n")
+            sys.stderr.flush()
+            raise RequestError.auth_required()
+        result = await super().new_session(cwd, **kwargs)
+        self.log({"event": "new_session", "sessionId": result["sessionId"], "cwd": cwd})
+        return result
+
+    async def resume_session(self, cwd: str, session_id: str, **_: Any) -> dict[str, Any]:
+        """`session/resume`: reattach without replaying history."""
+        if not self.with_resume:
+            raise RequestError.method_not_found("session/resume")
+        session = self.sessions.get(session_id) or self.restore(session_id)
+        if session is None:
+            raise RequestError(-32002, f"session not found: {session_id}")
+        session.cwd = cwd
+        return self.session_state(session)
+
+    async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
+        self.sessions.pop(session_id, None)
+        return {}
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> dict[str, Any]:
+        session = self.session(session_id)
+        if not self.with_modes or mode_id not in {m[0] for m in MODES}:
+            raise RequestError(-32602, f"unknown mode: {mode_id}")
+        session.config["mode"] = mode_id
+        self.save(session)
+        return {}
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> dict[str, Any]:
+        """The demo turn; its response carries `usage` when the turn ran `/spend`."""
+        if self.auth == "prompt":
+            raise RequestError.auth_required()
+        self.turn_usage.pop(session_id, None)
+        response = await super().prompt(session_id, prompt, **kwargs)
+        usage = self.turn_usage.pop(session_id, None)
+        return response if usage is None else {**response, "usage": usage}
+
+    def session_state(self, session: DemoSession) -> dict[str, Any]:
+        state = super().session_state(session)
+        if self.model_option:
+            del state["models"]
+        if self.with_modes:
+            modes = [{"id": i, "name": n, "description": d} for i, n, d in MODES]
+            current = session.config.get("mode", "default")
+            state["modes"] = {"availableModes": modes, "currentModeId": current}
+        return state
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> dict[str, Any]:
+        if config_id == "model" and self.model_option:
+            session = self.session(session_id)
+            if value not in {m[0] for m in MODELS}:
+                raise RequestError(-32602, f"invalid value for model: {value!r}")
+            session.model = str(value)
+            self.save(session)
+            return {"configOptions": self.config_options(session)}
+        return await super().set_config_option(config_id, session_id, value, **kwargs)
+
     def config_options(self, session: DemoSession) -> list[dict[str, Any]]:
+        model = {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": session.model,
+            "options": [{"value": m, "name": n, "description": d} for m, n, d in MODELS],
+        }
         effort = {
             "id": "effort",
             "name": "Effort",
@@ -134,7 +229,8 @@ class ScriptedAgent(DemoAgent):
             ],
         }
         fast = {"id": "fast", "name": "Fast mode", "type": "boolean", "currentValue": False}
-        return [*super().config_options(session), effort, fast]
+        models = [model] if self.model_option else []
+        return [*models, *super().config_options(session), effort, fast]
 
     # -- directives (`/name arg` runs `do_name`) ----------------------------------------------
 
@@ -187,7 +283,7 @@ class ScriptedAgent(DemoAgent):
             await self.say(turn, f"{outcome}\n")
 
     async def do_fail(self, turn: Turn, arg: str) -> None:
-        raise RequestError(-32000, arg or "boom")
+        raise RequestError(-32603, arg or "boom")
 
     async def do_hang(self, turn: Turn, arg: str) -> str:
         """`/hang [reason]`: wait for a cancel, then stop with `reason` (default cancelled);
@@ -270,6 +366,20 @@ class ScriptedAgent(DemoAgent):
         await self.peer.update(
             turn.session.id, {"sessionUpdate": "config_option_update", "configOptions": options}
         )
+
+    async def do_mode(self, turn: Turn, arg: str) -> None:
+        turn.session.config["mode"] = arg
+        update = {"sessionUpdate": "current_mode_update", "currentModeId": arg}
+        await self.peer.update(turn.session.id, update)
+
+    async def do_stderr_fail(self, turn: Turn, arg: str) -> None:
+        sys.stderr.write(f"{arg}\n")
+        sys.stderr.flush()
+        raise RequestError.internal_error({"details": "the agent gave up"})
+
+    async def do_model(self, turn: Turn, arg: str) -> None:
+        """`/model`: say the model this session really uses."""
+        await self.say(turn, f"model={turn.session.model}")
 
     async def do_raw(self, turn: Turn, arg: str) -> None:
         await self.peer.update(turn.session.id, json.loads(arg))

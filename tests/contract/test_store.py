@@ -17,9 +17,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 from core.auth import create_device, digest
+from core.mcp_servers import parse_mcp_servers
 from core.protocol import (
     AgentText,
     ErrorEvent,
+    ModeChoice,
+    ModesState,
     RunningState,
     SessionActivity,
     TextPart,
@@ -159,6 +162,44 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
     interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
     assert [s.id for s in interrupted] == ["s-old"]
     assert interrupted[0].activity.state.kind == "failed"
+
+
+async def test_store_sessions_keep_modes_and_mcp_servers_with_secrets(store):
+    """Modes and MCP servers (env values and headers included) survive the store; the snapshot
+    shows only each server's name and type."""
+    db, _ = store
+    servers = parse_mcp_servers(
+        [
+            {
+                "name": "fs",
+                "command": "/bin/cat",
+                "args": ["-u"],
+                "env": [{"name": "K", "value": "v"}],
+            },
+            {
+                "type": "sse",
+                "name": "web",
+                "url": "http://127.0.0.1:1/",
+                "headers": [{"name": "H", "value": "w"}],
+            },
+        ]
+    )
+    modes = ModesState(available=[ModeChoice(id="plan", name="Plan")], current="plan")
+    rec = SessionRecord(
+        id="s-mcp", provider="custom:echo", cwd="/tmp", mcp_servers=servers, modes=modes
+    )
+    await db.write(lambda uow: uow.sessions.insert(rec))
+    got = await db.read(lambda r: r.sessions.get("s-mcp"))
+    assert got is not None and got.mcp_servers == servers and got.modes == modes
+    switched = got.evolve(modes=modes.model_copy(update={"current": "plan"}))
+    await db.write(lambda uow: uow.sessions.update(switched, ("modes",)))
+    wire = got.snapshot().wire()
+    assert wire["mcp_servers"] == [{"name": "fs", "type": "stdio"}, {"name": "web", "type": "sse"}]
+    assert wire["modes"] == {
+        "available": [{"id": "plan", "name": "Plan", "description": None}],
+        "current": "plan",
+    }
+    assert '"v"' not in json.dumps(wire) and '"w"' not in json.dumps(wire)
 
 
 async def test_store_event_and_state_commit_together(store):

@@ -195,8 +195,9 @@ async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
     (agent,) = agent_pids(server.proc.pid)
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
-        await client.prompt(sid, "/ignore-cancel")
-        await stream.until_event("turn_started")
+        # The agent speaks once it holds the prompt: a cancel before that never reaches it.
+        await client.prompt(sid, "/text busy\n/ignore-cancel")
+        await stream.until_event("agent_text")
         assert (await client.http.post(f"/v1/sessions/{sid}/cancel")).json()["cancelled"] is True
         ended = await stream.until_event("turn_ended", timeout=20)
     assert ended["stop_reason"] == "cancelled"

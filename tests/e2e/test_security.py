@@ -398,7 +398,9 @@ async def test_deleted_session_is_404_and_announced(
 ):
     """DELETE emits `session_deleted` to every stream; the snapshot then reads 404."""
     body = {"provider": {"custom": "echo"}, "cwd": str(tmp_path), "use_worktree": False}
-    async with httpx.AsyncClient(base_url=live_server.base_url, headers=live_server.headers) as c:
+    async with httpx.AsyncClient(
+        base_url=live_server.base_url, headers=live_server.headers, timeout=30
+    ) as c:
         created = await c.post("/v1/sessions", json=body)
         assert created.status_code == 201, created.text
         sid = created.json()["id"]

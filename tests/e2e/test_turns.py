@@ -173,28 +173,25 @@ async def test_new_session_broadcasts_session_created_with_request_id(
 
 
 async def test_set_model_and_config_option_round_trip(client: Client, workdir: Path) -> None:
-    """set_model and set_config_option reach the agent and broadcast the new state."""
-    sid = (await client.new_session(workdir))["id"]
+    """set_model and set_config_option work before the first prompt and broadcast the state."""
+    created = await client.new_session(workdir)
+    sid = created["id"]
+    assert created["model"] == "echo-fast" and created["models"]["current"] == "echo-fast"
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
         resp = await client.http.put(
             f"/v1/sessions/{sid}/config-options/verbosity", json={"value": "terse"}
         )
-        assert resp.status_code == 409  # no ACP session before the first prompt
-        await client.prompt(sid, "hi")
-        models = await stream.until_event("models")
-        assert models["current"] == "echo-fast"
-        await stream.until_event("turn_ended")
+        assert resp.status_code == 200, resp.text  # the ACP session exists from creation
+        assert {o["id"]: o["current"] for o in resp.json()["options"]}["verbosity"] == "terse"
+        await stream.until_event("config_options")
         resp = await client.http.put(f"/v1/sessions/{sid}/model", json={"model": "echo-smart"})
         assert resp.status_code == 200 and resp.json()["current"] == "echo-smart"
         assert (await stream.until_event("models"))["current"] == "echo-smart"
-        resp = await client.http.put(
-            f"/v1/sessions/{sid}/config-options/verbosity", json={"value": "terse"}
-        )
-        assert resp.status_code == 200, resp.text
-        opts = {o["id"]: o["current"] for o in resp.json()["options"]}
-        assert opts["verbosity"] == "terse"
-        await stream.until_event("config_options")
+        await client.prompt(sid, "/model")
+        await stream.until_event("turn_ended")
+        said = "".join(e.get("text", "") for e in stream.events if e["event"] == "agent_text")
+    assert said == "model=echo-smart"  # the agent really uses it
     snap = await client.snapshot(sid)
     assert snap["model"] == "echo-smart"
     assert {o["id"]: o["current"] for o in snap["config_options"]}["verbosity"] == "terse"
@@ -380,8 +377,9 @@ async def test_agent_ignoring_cancel_is_ended_by_delete(client: Client, workdir:
     sid = (await client.new_session(workdir))["id"]
     async with EventStream(client, session=sid) as stream:
         await stream.frame()
-        await client.prompt(sid, "/ignore-cancel")
-        await stream.until_event("turn_started")
+        # The agent speaks once it holds the prompt: a cancel before that never reaches it.
+        await client.prompt(sid, "/text busy\n/ignore-cancel")
+        await stream.until_event("agent_text")
         resp = await client.http.post(f"/v1/sessions/{sid}/cancel")
         assert resp.json()["cancelled"] is True
         await anyio.sleep(0.5)

@@ -6,6 +6,7 @@ Markers (anywhere in the prompt text; everything else is ignored):
 - `[[write:PATH:CONTENT]]` call the agent's file-write tool (PATH absolute)
 - `[[bash:COMMAND]]`       call the agent's shell tool
 - `[[read:PATH]]`          call the agent's file-read tool
+- `[[mcp:SERVER:TOOL:TEXT]]` call MCP server SERVER's tool TOOL with `{"text": TEXT}`
 - `[[slow]]`               stream the reply as 300 small chunks 50 ms apart (15 s)
 - `[[pace:MS]]`            stream the reply's chunks MS milliseconds apart
 - `[[http500]]`            answer HTTP 500 (a model API outage)
@@ -22,7 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MARKER = re.compile(r"\[\[(say|write|bash|read|slow|pace|http500|empty)(?::(.*?))?\]\]", re.DOTALL)
+MARKER = re.compile(
+    r"\[\[(say|write|bash|read|mcp|slow|pace|http500|empty)(?::(.*?))?\]\]", re.DOTALL
+)
 DEFAULT_REPLY = "Hello from the fake model."
 SIDE_REPLY = "Fake title"
 SLOW_CHUNKS = 300
@@ -70,6 +73,10 @@ def plan_for(prompt: str, tool_results: int, *, offers_tools: bool) -> Plan:
             steps.append(ToolStep("write", path, content))
         elif name in ("bash", "read"):
             steps.append(ToolStep(name, arg))
+        elif name == "mcp":
+            server, _sep, rest = arg.partition(":")
+            tool, _sep, text = rest.partition(":")
+            steps.append(ToolStep("mcp", f"{server}:{tool}", text))
     if tool_results < len(steps):
         step = steps[tool_results]
         return Plan(text_chunks=[f"Running {step.tool}. "], tool=step)

@@ -30,6 +30,7 @@ class Recorded:
     prompt: str
     tool_results: int
     stream: bool
+    model: str = ""  # the model the agent asked for
 
 
 def _text_blocks(content: object) -> str:
@@ -69,6 +70,9 @@ def openai_prompt(messages: list[dict[str, Any]]) -> tuple[str, int]:
 
 
 def claude_tool(step: ToolStep) -> tuple[str, dict[str, str]]:
+    if step.tool == "mcp":  # Claude Code names MCP tools mcp__<server>__<tool>
+        server, _sep, tool = step.arg.partition(":")
+        return f"mcp__{server}__{tool}", {"text": step.content}
     if step.tool == "write":
         return "Write", {"file_path": step.arg, "content": step.content}
     if step.tool == "read":
@@ -77,6 +81,9 @@ def claude_tool(step: ToolStep) -> tuple[str, dict[str, str]]:
 
 
 def opencode_tool(step: ToolStep) -> tuple[str, dict[str, str]]:
+    if step.tool == "mcp":  # OpenCode names MCP tools <server>_<tool>
+        server, _sep, tool = step.arg.partition(":")
+        return f"{server}_{tool}", {"text": step.content}
     if step.tool == "write":
         return "write", {"filePath": step.arg, "content": step.content}
     if step.tool == "read":
@@ -119,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _anthropic(self, body: dict[str, Any]) -> None:
         prompt, results = anthropic_prompt(body.get("messages") or [])
         stream = bool(body.get("stream"))
-        self.server.record(Recorded(self.path, prompt, results, stream))
+        model = str(body.get("model") or "")
+        self.server.record(Recorded(self.path, prompt, results, stream, model))
         plan = plan_for(prompt, results, offers_tools=bool(body.get("tools")))
         if plan.http_status != 200:
             error = {"type": "api_error", "message": "fake model outage"}
@@ -194,7 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _openai(self, body: dict[str, Any]) -> None:
         prompt, results = openai_prompt(body.get("messages") or [])
         stream = bool(body.get("stream"))
-        self.server.record(Recorded(self.path, prompt, results, stream))
+        model = str(body.get("model") or "")
+        self.server.record(Recorded(self.path, prompt, results, stream, model))
         plan = plan_for(prompt, results, offers_tools=bool(body.get("tools")))
         if plan.http_status != 200:
             self._json(plan.http_status, {"error": {"message": "fake model outage"}})

@@ -22,6 +22,7 @@ OPENCODE = NODE_BIN / "opencode"
 AGENTS = ("claude_code", "opencode")
 # Nothing listens on the discard port: a client that honours proxy settings cannot get out.
 DEAD_PROXY = "http://127.0.0.1:9"
+MODEL_2 = "fake-model-2"
 
 
 def missing_reason() -> str | None:
@@ -84,11 +85,13 @@ def opencode_config(model: FakeModel) -> dict[str, object]:
                 "name": "Fake model",
                 "options": {"baseURL": f"{model.origin}/v1", "apiKey": "fake"},
                 "models": {
-                    MODEL: {
-                        "name": "Fake model",
+                    name: {
+                        "name": title,
                         "tool_call": True,
                         "limit": {"context": 200000, "output": 8192},
                     }
+                    # A second model so switching models can be seen at the model server.
+                    for name, title in ((MODEL, "Fake model"), (MODEL_2, "Fake model 2"))
                 },
             }
         },

@@ -171,3 +171,76 @@ def test_providers_missing_file_means_builtins_only(tmp_path: Path) -> None:
     assert len(rows) == len(BUILTIN_PROVIDERS) + 1
     assert rows[-1].id == {"custom": "echo"}
     assert os.path.isabs(rows[-1].command)
+
+
+def _fake_npx(tmp_path: Path) -> Path:
+    """A directory holding an executable `npx` (never run: availability only looks)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    npx = bin_dir / "npx"
+    npx.write_text("#!/bin/sh\nexit 1\n")
+    npx.chmod(0o755)
+    return bin_dir
+
+
+def test_providers_npx_spec_unavailable_when_package_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `npx -y pkg` spec whose package is in no node_modules nor the npx cache is
+    unavailable with a reason naming the package; it becomes available once cached."""
+    monkeypatch.setenv("PATH", str(_fake_npx(tmp_path)))
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
+    monkeypatch.chdir(tmp_path)
+    rows = {str(row.id): row for row in ProviderRegistry.load(tmp_path).list()}
+    claude = rows["claude_code"]
+    assert claude.available is False
+    assert claude.reason is not None and "@zed-industries/claude-code-acp" in claude.reason
+    assert "not installed" in claude.reason
+    with pytest.raises(ProviderUnavailableError):
+        ProviderRegistry.load(tmp_path).get("claude_code").check_available()
+    package = tmp_path / "npm-cache" / "_npx" / "0a1b2c" / "node_modules" / "@zed-industries"
+    (package / "claude-code-acp").mkdir(parents=True)
+    (package / "claude-code-acp" / "package.json").write_text("{}")
+    rows = {str(row.id): row for row in ProviderRegistry.load(tmp_path).list()}
+    assert rows["claude_code"].available is True and rows["claude_code"].reason is None
+    assert rows["codex"].available is False  # another package, still not there
+
+
+def test_providers_npx_spec_found_in_local_node_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A versioned spec resolves by name from a node_modules above the working directory."""
+    monkeypatch.setenv("PATH", str(_fake_npx(tmp_path)))
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
+    (tmp_path / "node_modules" / "pi-acp").mkdir(parents=True)
+    (tmp_path / "node_modules" / "pi-acp" / "package.json").write_text("{}")
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    monkeypatch.chdir(inner)
+    write_toml(tmp_path, '[providers.pinned]\ncommand = "npx"\nargs = ["--yes", "pi-acp@1.2.3"]\n')
+    rows = {str(row.id): row for row in ProviderRegistry.load(tmp_path).list()}
+    assert rows["pi"].available is True
+    assert rows["{'custom': 'pinned'}"].available is True
+
+
+def test_providers_toml_mcp_servers_are_validated_and_listed(tmp_path: Path) -> None:
+    """providers.toml mcp_servers are parsed in ACP's shape; the listing shows name and type
+    only; a relative command is a config error naming the entry."""
+    write_toml(
+        tmp_path,
+        '[providers.tools]\ncommand = "tools-agent"\n'
+        'mcp_servers = [{ name = "fs", command = "/bin/cat", args = [],'
+        ' env = [{ name = "TOKEN", value = "hidden" }] }]\n',
+    )
+    registry = ProviderRegistry.load(tmp_path)
+    [server] = registry.get("custom:tools").mcp_servers
+    assert server.acp()["env"] == [{"name": "TOKEN", "value": "hidden"}]
+    row = {str(r.id): r for r in registry.list()}["{'custom': 'tools'}"]
+    assert row.wire()["mcp_servers"] == [{"name": "fs", "type": "stdio"}]
+    assert "hidden" not in str(row.wire())
+    write_toml(
+        tmp_path,
+        '[providers.tools]\ncommand = "x"\nmcp_servers = [{ name = "fs", command = "cat" }]\n',
+    )
+    with pytest.raises(ProviderConfigError, match=r"mcp_servers\[0\].*absolute path"):
+        ProviderRegistry.load(tmp_path)

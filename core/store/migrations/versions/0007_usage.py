@@ -1,7 +1,7 @@
 """Usage ledger and budgets: what each turn used, budgets per session and per device.
 
 Revision ID: 0007_usage
-Revises: 0003_agent_processes
+Revises: 0004_agent_sessions
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_usage"
-down_revision = "0003_agent_processes"
+down_revision = "0004_agent_sessions"
 branch_labels = None
 depends_on = None
 
