@@ -19,7 +19,7 @@ from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, events, health, ops, sessions
+from api.routes import auth, catalog, events, health, ops, sessions, usage
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -66,7 +66,14 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         redirect_slashes=False,
     )
     app.state.stream_slots = StreamSlots(settings.max_streams_per_device)
-    routers = (health.router, auth.router, ops.router, sessions.router, catalog.router)
+    routers = (
+        health.router,
+        auth.router,
+        ops.router,
+        sessions.router,
+        catalog.router,
+        usage.router,
+    )
     for router in (*routers, events.router):
         app.include_router(router)
     # The guard finds a request's route (and its declared scope) among these same routers.

@@ -124,6 +124,14 @@ def _problem_properties(codes: list[dict[str, Any]]) -> dict[str, Any]:
             "description": "Agent failures: what the agent wrote to stderr meanwhile "
             "(last 2 KiB / 20 lines)",
         },
+        "limit": {
+            "$ref": "#/components/schemas/BudgetLimit",
+            "description": "`budget_exceeded`: the session's budget",
+        },
+        "used": {
+            "$ref": "#/components/schemas/BudgetUsed",
+            "description": "`budget_exceeded`: summed cost and total tokens so far",
+        },
     }
 
 
@@ -183,10 +191,29 @@ def _problem_schemas() -> dict[str, Any]:
             "description": {"type": ["string", "null"]},
         },
     }
+    budget_limit = {
+        "type": "object",
+        "title": "BudgetLimit",
+        "description": "A budget's limits (null: no limit).",
+        "required": ["max_cost", "max_tokens"],
+        "properties": {
+            "max_cost": {"type": ["number", "null"]},
+            "max_tokens": {"type": ["integer", "null"]},
+        },
+    }
+    budget_used = {
+        "type": "object",
+        "title": "BudgetUsed",
+        "description": "Usage counted against a budget.",
+        "required": ["cost", "tokens"],
+        "properties": {"cost": {"type": "number"}, "tokens": {"type": "integer"}},
+    }
     return {
         "Problem": problem,
         "FieldError": field_error,
         "AuthMethod": auth_method,
+        "BudgetLimit": budget_limit,
+        "BudgetUsed": budget_used,
         "SessionsError": sessions_error,
         "TranscriptError": transcript_error,
     }

@@ -59,6 +59,7 @@ from core.supervisor import Supervisor
 from core.transcript import read_page
 from core.turn_flow import TurnFlow
 from core.turns import SessionHandler
+from core.usage import UsageLedger
 from core.worktrees import (
     preview_baselines_async,
 )
@@ -94,6 +95,7 @@ class Engine:
         self.lifecycle = SessionLifecycle(self)
         self.turns = TurnFlow(self)
         self.settings = SessionSettings(self)
+        self.usage = UsageLedger(store, self.turns.cancel)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -127,18 +129,19 @@ class Engine:
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    async def submit(self, op: Op, answered_by: AnsweredBy | None = None) -> Any:
-        """Apply one op; returns its outcome or raises a DomainError. `answered_by` is the
-        device a permission answer is recorded as coming from."""
+    async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Any:
+        """Apply one op on behalf of `actor` (the device that sent it, when known): a new
+        session takes that device's default budget, a permission answer records who gave it.
+        Returns the op's outcome or raises a DomainError."""
         match op:
             case NewSessionOp():
-                return await self.lifecycle.new_session(op)
+                return await self.lifecycle.new_session(op, actor.device_id if actor else None)
             case PromptOp():
                 return await self.turns.prompt(op)
             case CancelOp():
                 return await self.turns.cancel(op.session)
             case AnswerPermissionOp():
-                return await self.turns.answer_permission(op, answered_by)
+                return await self.turns.answer_permission(op, actor)
             case SetExecutionPolicyOp():
                 return await self.settings.set_policy(
                     op.session, op.mode, op.sandbox, op.request_id
@@ -202,7 +205,7 @@ class Engine:
     def handler_for(self, live: LiveSession) -> SessionHandler:
         handler = self.handlers.get(live.id)
         if handler is None:
-            handler = self.handlers[live.id] = SessionHandler(live, self.store)
+            handler = self.handlers[live.id] = SessionHandler(live, self.store, self.usage)
         return handler
 
     async def spawn_agent(self, live: LiveSession) -> AgentProcess:

@@ -51,16 +51,16 @@ class SessionLifecycle:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    async def new_session(self, op: NewSessionOp) -> SessionSnapshot:
+    async def new_session(self, op: NewSessionOp, device_id: str | None = None) -> SessionSnapshot:
         rid = op.request_id
         try:
-            return await self._create(op)
+            return await self._create(op, device_id)
         except DomainError as exc:
             # Creation errors are terminal, not session-scoped, and correlated (§3.6).
             exc.session, exc.request_id = None, rid
             raise await self.engine.reject(exc, terminal=True) from None
 
-    async def _create(self, op: NewSessionOp) -> SessionSnapshot:
+    async def _create(self, op: NewSessionOp, device_id: str | None) -> SessionSnapshot:
         key = provider_key(op.provider)
         entry = self.engine.providers.get(key)  # unknown provider fails before the disk
         requested = parse_mcp_servers(op.mcp_servers)  # so does a malformed MCP server
@@ -116,8 +116,11 @@ class SessionLifecycle:
                 request_id=op.request_id,
             )
 
+            inherit_budget = self.engine.usage.inherit(device_id, session_id)
+
             def persist(uow: UnitOfWork) -> None:
                 uow.sessions.insert(record)
+                inherit_budget(uow)  # the creating device's default budget
                 uow.emit(created_event)
                 for event in state:
                     uow.emit(event)

@@ -668,6 +668,34 @@ class Usage(_Event):
     cost: Cost | None = None
 
 
+class BudgetLimit(BaseModel):
+    """A budget's limits; null: no limit of that kind."""
+
+    max_cost: float | None
+    max_tokens: int | None
+
+
+class BudgetUsed(BaseModel):
+    """What a session used against its budget: summed cost and summed total tokens."""
+
+    cost: float
+    tokens: int
+
+
+class BudgetExceeded(_Event):
+    """A session's usage went over its budget (once per crossing; core/usage.py)."""
+
+    event: Literal["budget_exceeded"] = "budget_exceeded"
+    session: str
+    action: Literal["warn", "refuse_new_turns", "cancel_running"]
+    limit: BudgetLimit
+    used: BudgetUsed
+
+    def encode(self) -> str:
+        # An absent limit is present as null.
+        return self.model_dump_json()
+
+
 class ContextWindowEvent(_Event):
     event: Literal["context_window"] = "context_window"
     session: str
@@ -747,6 +775,7 @@ Event = Annotated[
     | PermissionRequest
     | PermissionResolved
     | Usage
+    | BudgetExceeded
     | ContextWindowEvent
     | Models
     | Modes

@@ -96,6 +96,7 @@ class TurnFlow:
         try:
             live = await self.engine.load(op.session, rid)
             await self._check_checkout(live.record, rid)
+            await self.engine.usage.admit(live.id, rid)  # 409 budget_exceeded
             if not live.agent_alive:
                 await self.engine.make_room()  # refuse (503 capacity) before turn_started
         except DomainError as exc:
@@ -285,8 +286,14 @@ class TurnFlow:
             resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
             live.turn = None
             try:
+                ended = self.engine.usage.close_turn(turn.turn_id)  # the ledger's end time
                 await commit_activity(
-                    self.engine.store, live, state, extra=(closing,), before=resolved
+                    self.engine.store,
+                    live,
+                    state,
+                    extra=(closing,),
+                    before=resolved,
+                    after=(ended,),
                 )
             except Exception:
                 log.exception("could not persist the end of a turn for %s", live.id)

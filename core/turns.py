@@ -64,6 +64,7 @@ from core.store.faults import describe
 
 if TYPE_CHECKING:
     from core.live import LiveSession
+    from core.usage import UsageLedger, UsageStep
 
 log = logging.getLogger(__name__)
 # Queued-but-uncommitted updates per session before the reader waits for the writer.
@@ -73,9 +74,10 @@ MAX_IN_FLIGHT = 128
 class SessionHandler:
     """The AgentHandler of one live session."""
 
-    def __init__(self, live: LiveSession, store: Store) -> None:
+    def __init__(self, live: LiveSession, store: Store, usage: UsageLedger | None = None) -> None:
         self._live = live
         self._store = store
+        self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
         self._in_flight: deque[asyncio.Future[None]] = deque()
         self._lost: LostWrites | None = None  # this turn's updates that could not be committed
         self._cancels: set[asyncio.Task[None]] = set()
@@ -85,6 +87,7 @@ class SessionHandler:
     async def on_update(self, update: AgentUpdate) -> None:
         sid = self._live.id
         write: Callable[[UnitOfWork], None]
+        ledger: UsageStep | None = None
         row = transcript_row(sid, update)
         if row is not None:
             part, event_at = row
@@ -99,6 +102,8 @@ class SessionHandler:
             record = self._live.record
 
             cost = update.cost
+            if self._usage is not None:
+                ledger = self._usage.context(self._live, update.used, update.size, cost)
 
             def write(uow: UnitOfWork) -> None:
                 uow.sessions.update(record, ("context_window",))
@@ -112,6 +117,8 @@ class SessionHandler:
                         context_window=window.context_window,
                     )
                 )
+                if ledger is not None:
+                    ledger(uow)
 
         elif isinstance(update, TurnUsage):
             usage = Usage(
@@ -123,9 +130,13 @@ class SessionHandler:
                 cached_read_tokens=update.cached_read_tokens,
                 cached_write_tokens=update.cached_write_tokens,
             )
+            if self._usage is not None:
+                ledger = self._usage.turn_usage(self._live, update)
 
             def write(uow: UnitOfWork) -> None:
                 uow.emit(usage)
+                if ledger is not None:
+                    ledger(uow)
 
         elif isinstance(update, ConfigOptionsUpdate):
             options = update.options
@@ -163,12 +174,14 @@ class SessionHandler:
 
         else:  # pragma: no cover - the union is closed
             return
-        await self._queue(write)
+        future = await self._queue(write)
+        if ledger is not None and future is not None:
+            future.add_done_callback(ledger.committed)  # acts on a budget crossing
 
-    async def _queue(self, write: Callable[[UnitOfWork], None]) -> None:
+    async def _queue(self, write: Callable[[UnitOfWork], None]) -> asyncio.Future[None] | None:
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
-            return
+            return None
         future = self._store.submit(write)
         future.add_done_callback(self._written)
         self._in_flight.append(future)
@@ -176,6 +189,7 @@ class SessionHandler:
             self._in_flight.popleft()
         if len(self._in_flight) > MAX_IN_FLIGHT:
             await asyncio.wait([self._in_flight[-1]])
+        return future
 
     def _written(self, future: asyncio.Future[None]) -> None:
         if future.cancelled() or (exc := future.exception()) is None:

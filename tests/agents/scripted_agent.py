@@ -4,10 +4,11 @@ Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives
 /text s, /chunks N, /stamped N [rate], /think s, /plan a|b|c, /tool id kind status title,
 /agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang [reason],
 /ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
-/usage used size, /stop reason, /sleep ms, /user s, /config-update, /raw {update json},
-/request method, /mode id (a current_mode_update), /stderr-fail text (text on stderr, then an
-internal error). Env: SCRIPTED_AGENT_LOAD=0|1, SCRIPTED_AGENT_LOG=path (JSON line per inbound
-message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a sleeping grandchild holding stdout; pid in the log),
+/usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
+/config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
+/stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
+SCRIPTED_AGENT_LOG=path (JSON line per inbound message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a
+sleeping grandchild holding stdout; pid in the log),
 SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
 (advertises `sessionCapabilities.close`; the request is logged and answered),
 SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (advertises
@@ -86,6 +87,8 @@ class ScriptedAgent(DemoAgent):
 
     def __init__(self, peer: AgentPeer) -> None:
         super().__init__(peer, load_session=os.environ.get("SCRIPTED_AGENT_LOAD", "1") == "1")
+        self.spent: dict[str, float] = {}  # cumulative cost reported, per session (/spend)
+        self.turn_usage: dict[str, dict[str, int]] = {}  # the running turn's usage (/spend)
         self.log_path = os.environ.get("SCRIPTED_AGENT_LOG")
         self.with_modes = os.environ.get("SCRIPTED_AGENT_MODES") == "1"
         self.with_resume = os.environ.get("SCRIPTED_AGENT_RESUME") == "1"
@@ -168,9 +171,13 @@ class ScriptedAgent(DemoAgent):
         return {}
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> dict[str, Any]:
+        """The demo turn; its response carries `usage` when the turn ran `/spend`."""
         if self.auth == "prompt":
             raise RequestError.auth_required()
-        return await super().prompt(session_id, prompt, **kwargs)
+        self.turn_usage.pop(session_id, None)
+        response = await super().prompt(session_id, prompt, **kwargs)
+        usage = self.turn_usage.pop(session_id, None)
+        return response if usage is None else {**response, "usage": usage}
 
     def session_state(self, session: DemoSession) -> dict[str, Any]:
         state = super().session_state(session)
@@ -321,6 +328,25 @@ class ScriptedAgent(DemoAgent):
         used, size = (int(v) for v in arg.split())
         update = {"sessionUpdate": "usage_update", "used": used, "size": size}
         await self.peer.update(turn.session.id, update)
+
+    async def do_spend(self, turn: Turn, arg: str) -> None:
+        """`/spend IN OUT COST|- [CURRENCY]`: a `usage_update` whose cost is the session's
+        cumulative cost grown by COST (none for `-`), and IN/OUT tokens (total IN + OUT) added
+        to the `usage` of this turn's prompt response."""
+        inputs, outputs, cost, *currency = arg.split()
+        sid = turn.session.id
+        update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": 0, "size": 200_000}
+        if cost != "-":
+            self.spent[sid] = self.spent.get(sid, 0.0) + float(cost)
+            update["cost"] = {"amount": self.spent[sid], "currency": (currency or ["USD"])[0]}
+        usage = self.turn_usage.setdefault(
+            sid, {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+        )
+        usage["inputTokens"] += int(inputs)
+        usage["outputTokens"] += int(outputs)
+        usage["totalTokens"] += int(inputs) + int(outputs)
+        update["used"] = usage["totalTokens"]
+        await self.peer.update(sid, update)
 
     async def do_stop(self, turn: Turn, arg: str) -> str:
         return arg

@@ -69,11 +69,16 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             await client.prompt(
                 sid,
                 "/think hmm\n/plan a|b\n/tool t1 read completed Read it\n/usage 10 100\n"
-                "/config-update\n/text hello\n/permission execute Run it",
+                "/config-update\n/text hello\n/spend 5 5 0.01 USD\n/permission execute Run it",
             )
             request = await stream.until_event("permission_request")
             await client.answer(sid, request["request_id"], "allow")
             await stream.until_event("turn_ended")
+            # A budget already exceeded when it is set is announced at once.
+            budget = {"max_cost": 0, "action": "warn"}
+            resp = await client.http.put(f"/v1/sessions/{sid}/budget", json=budget)
+            assert resp.status_code == 200, resp.text
+            await stream.until_event("budget_exceeded")
             policy = {"mode": "yolo", "sandbox": "workspace_write"}
             resp = await client.http.put(f"/v1/sessions/{sid}/execution-policy", json=policy)
             assert resp.status_code == 200, resp.text
