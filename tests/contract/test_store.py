@@ -350,7 +350,7 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
 
 
 def test_store_device_scopes_migration_keeps_full_scopes(database_url: str):
-    """Devices and unredeemed pairing tokens from before 0006_device_scopes keep all four
+    """Devices and unredeemed pairing tokens from before 0005_device_scopes keep all four
     scopes."""
     from alembic import command
     from alembic.config import Config

@@ -2,7 +2,7 @@
 
 Devices and unredeemed tokens that exist before this revision keep full scopes.
 
-Revision ID: 0006_device_scopes
+Revision ID: 0005_device_scopes
 Revises: 0004_agent_sessions
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_device_scopes"
+revision = "0005_device_scopes"
 down_revision = "0004_agent_sessions"
 branch_labels = None
 depends_on = None

@@ -1,7 +1,7 @@
 """Usage ledger and budgets: what each turn used, budgets per session and per device.
 
-Revision ID: 0007_usage
-Revises: 0004_agent_sessions
+Revision ID: 0006_usage
+Revises: 0005_device_scopes
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_usage"
-down_revision = "0004_agent_sessions"
+revision = "0006_usage"
+down_revision = "0005_device_scopes"
 branch_labels = None
 depends_on = None
 
