@@ -91,7 +91,7 @@ def _budget(body: BudgetBody) -> Budget:
     responses=_model(UsageReport) | problems(401, 403, 404, 422),
     openapi_extra=needs(Scope.READ),
 )
-async def usage(
+async def get_usage(
     services: ServicesDep,
     session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     since: Annotated[
@@ -109,7 +109,7 @@ async def usage(
     responses=_model(SessionBudgetOut) | problems(401, 403, 404, 422),
     openapi_extra=needs(Scope.ADMIN),
 )
-async def put_session_budget(
+async def set_session_budget(
     session_id: SessionPath, body: BudgetBody, services: ServicesDep
 ) -> JSONResponse:
     """Set the session's budget (replacing any); checked at once against its usage so far."""
@@ -122,7 +122,7 @@ async def put_session_budget(
     responses=_model(DeviceBudgetOut) | problems(401, 403, 404, 422),
     openapi_extra=needs(Scope.ADMIN),
 )
-async def put_device_budget(
+async def set_device_budget(
     device_id: DevicePath, body: BudgetBody, services: ServicesDep
 ) -> JSONResponse:
     """Set a device's default budget, copied onto each session the device creates later."""

@@ -50,6 +50,7 @@ def test_openapi_declares_problems_codes_and_the_stream(tmp_path: Path):
 OPERATION_IDS = {
     ("get", "/healthz"): "healthz",
     ("get", "/readyz"): "readyz",
+    ("put", "/v1/devices/{device_id}/budget"): "setDeviceBudget",
     ("get", "/v1/devices"): "listDevices",
     ("delete", "/v1/devices/{device_id}"): "revokeDevice",
     ("get", "/v1/events"): "streamEvents",
@@ -62,6 +63,7 @@ OPERATION_IDS = {
     ("get", "/v1/sessions/{session_id}"): "getSession",
     ("post", "/v1/sessions/{session_id}/cancel"): "cancel",
     ("put", "/v1/sessions/{session_id}/config-options/{config_id}"): "setConfigOption",
+    ("put", "/v1/sessions/{session_id}/budget"): "setSessionBudget",
     ("put", "/v1/sessions/{session_id}/execution-policy"): "setExecutionPolicy",
     ("put", "/v1/sessions/{session_id}/mode"): "setMode",
     ("put", "/v1/sessions/{session_id}/model"): "setModel",
@@ -73,6 +75,7 @@ OPERATION_IDS = {
     ("get", "/v1/sessions/{session_id}/transcript"): "getTranscript",
     ("delete", "/v1/sessions/{session_id}/worktree"): "discardWorktree",
     ("get", "/v1/skills"): "listSkills",
+    ("get", "/v1/usage"): "getUsage",
     ("post", "/v1/stream-tickets"): "createStreamTicket",
     ("get", "/v1/worktree-baselines"): "getWorktreeBaselines",
 }
