@@ -2,15 +2,18 @@
 owner lock (issue 16). Skipped without C2_TEST_DATABASE_URL; each test has a schema of its own.
 
 A "PostgreSQL restart" is simulated by terminating the server's sessions (the shared cluster
-stays up for everyone else).
+stays up for everyone else); with C2_TEST_PG_RESTART=1 (set by `.ci/run`, which owns the
+machine's cluster while it runs) the mid-turn test also restarts the real cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,27 @@ def terminate_server(server: C2Server) -> int:
     return terminate("application_name ~ :name", name=f"^c2 .*pid {server.proc.pid}( |$)")
 
 
+def restart_cluster(server: C2Server) -> int:
+    """Restart the local PostgreSQL cluster itself (fast mode: open sessions are ended)."""
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    command = ["pg_ctlcluster", "--skip-systemctl-redirect", "-m", "fast", version, "main"]
+    subprocess.run([*command, "restart"], check=True, timeout=120)
+    return 1
+
+
+DISRUPTIONS = [
+    pytest.param(terminate_server, id="sessions-terminated"),
+    pytest.param(
+        restart_cluster,
+        id="cluster-restarted",
+        marks=pytest.mark.skipif(
+            os.environ.get("C2_TEST_PG_RESTART") != "1",
+            reason="restarts the shared cluster: only where C2_TEST_PG_RESTART=1 (CI)",
+        ),
+    ),
+]
+
+
 def pg_server(home: Path, url: str) -> C2Server:
     server = C2Server(home, env={"C2_DATABASE_URL": url})
     server.start()
@@ -82,11 +106,13 @@ def test_serve_second_server_on_the_same_postgres_database_refuses_to_start(
         first.stop()
 
 
+@pytest.mark.parametrize("disrupt", DISRUPTIONS)
 async def test_postgres_connection_loss_mid_turn_loses_nothing(
-    pg_database_url: str, tmp_path: Path
+    pg_database_url: str, tmp_path: Path, disrupt: Callable[[C2Server], int]
 ) -> None:
-    """Every server session killed while a turn streams: every chunk is committed and seen
-    once, in order, the turn ends normally, and c2 serves on without a restart."""
+    """Every server session lost (killed, or the cluster restarted) twice while a turn
+    streams: every chunk is committed and seen once, in order, the turn ends normally, and c2
+    serves on without a restart."""
     workdir = tmp_path / "project"
     workdir.mkdir()
     server = pg_server(tmp_path / "home", pg_database_url)
@@ -97,9 +123,9 @@ async def test_postgres_connection_loss_mid_turn_loses_nothing(
             await stream.frame()
             assert (await client.prompt(sid, "/stamped 200 50")).status_code == 202
             await stream.until(lambda e: e["event"] == "agent_text" and e["transcript_seq"] >= 20)
-            assert terminate_server(server) >= 1
+            assert await asyncio.to_thread(disrupt, server) >= 1
             await stream.until(lambda e: e["event"] == "agent_text" and e["transcript_seq"] >= 60)
-            assert terminate_server(server) >= 1  # and once more while it streams
+            assert await asyncio.to_thread(disrupt, server) >= 1  # once more while it streams
             ended = await stream.until_event("turn_ended", timeout=60)
             assert ended["stop_reason"] == "end_turn"
         await wait_ready_status(server, 200)
