@@ -18,7 +18,8 @@ def pg_schema_url(prefix: str) -> Iterator[str]:
     """A C2_TEST_DATABASE_URL whose search_path is a fresh schema, dropped afterwards."""
     assert PG_URL is not None
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
+    # pre-ping: a test may have restarted the cluster under the pooled connection
+    admin = create_engine(PG_URL, pool_pre_ping=True)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     separator = "&" if "?" in PG_URL else "?"
