@@ -48,7 +48,10 @@ async def test_claude_code_write_is_parked_answered_and_runs(
     assert diffs and diffs[0]["path"] == str(target) and diffs[0]["new_text"] == "hello world"
     page = await session.transcript()
     parts = [entry["part"] for entry in page["entries"]]
-    assert [p["kind"] for p in parts if p["kind"] != "text"] == ["prompt", "tool_call"]
+    kinds = [p["kind"] for p in parts if p["kind"] != "text"]
+    assert kinds == ["prompt", "permission", "tool_call"]  # the answer is on the record
+    answer = next(p for p in parts if p["kind"] == "permission")
+    assert answer["option_id"].startswith("allow") and answer["answered_by"] is not None
     tool = next(p for p in parts if p["kind"] == "tool_call")
     assert tool["status"] == "completed" and tool["tool_kind"] == "edit"
     assert any(i["type"] == "diff" for i in tool["content"])
