@@ -140,9 +140,11 @@ def builtin_entries(home: Path) -> list[ProviderEntry]:
             key=DEMO_KEY,
             display_name="Echo (demo agent)",
             command=sys.executable,
-            args=("-m", "core.agents.demo_agent"),
-            # The demo must import `core` whatever the session cwd; its sessions survive
-            # restarts (session/load) by living under the home directory.
+            # -P: the session folder is not put on sys.path, so a project with its own `core`
+            # package (or core.py) cannot shadow c2's. PYTHONPATH then finds c2's `core`
+            # whatever the cwd; its sessions survive restarts (session/load) by living under
+            # the home directory.
+            args=("-P", "-m", "core.agents.demo_agent"),
             env={"PYTHONPATH": python_path, "DEMO_AGENT_STATE_DIR": str(home / "demo-agent")},
         ),
     ]

@@ -50,7 +50,7 @@ def test_providers_echo_is_a_builtin_custom_provider(tmp_path: Path) -> None:
     """{"custom":"echo"} runs the demo agent with this interpreter."""
     registry = ProviderRegistry.load(tmp_path)
     spec = registry.get(provider_key(CustomProvider(custom="echo"))).launch(str(tmp_path))
-    assert [spec.command, *spec.args] == [sys.executable, "-m", "core.agents.demo_agent"]
+    assert [spec.command, *spec.args] == [sys.executable, "-P", "-m", "core.agents.demo_agent"]
     assert spec.env["DEMO_AGENT_STATE_DIR"] == str(tmp_path / "demo-agent")
     assert registry.get(DEMO_KEY).info().available
 
