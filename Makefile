@@ -62,3 +62,4 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.turns
 	$(BIN)/python -m bench.transcript
 	$(BIN)/python -m bench.agent_latency
+	$(BIN)/python -m bench.fleet
