@@ -9,22 +9,10 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
-from core.acp_sessions import (
-    ADOPTED_FIELDS,
-    adopt,
-    agent_failure,
-    apply_mode,
-    apply_model,
-    mode_option,
-    model_option,
-    open_new,
-    restore,
-    state_events,
-)
+from core.acp_sessions import agent_failure, attach
 from core.activity import INTERRUPTED, LiveTurn, is_busy
-from core.agents.client import AgentProcess
 from core.agents.updates import AgentError
 from core.errors import (
     DomainError,
@@ -34,14 +22,11 @@ from core.errors import (
     TurnAlreadyRunningError,
     TurnFailedError,
 )
-from core.live import LiveSession
-from core.outcomes import (
-    AnswerResult,
-    CancelResult,
-    PromptAccepted,
-    PromptPreview,
-)
-from core.prompts import canonical_text, compile_prompt, derive_title, display_text
+from core.live import AgentFeed, LiveSession
+from core.live_agents import LiveAgents
+from core.outcomes import AnswerResult, CancelResult, PromptAccepted
+from core.prompt_compiler import PromptCompiler
+from core.prompts import canonical_text, derive_title, display_text
 from core.protocol import (
     AnsweredBy,
     AnswerPermissionOp,
@@ -53,22 +38,19 @@ from core.protocol import (
     PromptOp,
     PromptPart,
     RunningState,
-    SessionRefBlock,
     SessionTitleChanged,
     StopReason,
     TurnEnded,
     TurnStarted,
 )
+from core.providers import ProviderRegistry
+from core.reporter import Reporter
 from core.session import SessionRecord
-from core.store.database import UnitOfWork
-from core.transcript import referenced_chat_context
-from core.turns import SessionHandler, commit_activity, record_resolution
-from core.worktrees import (
-    validate_worktree_async,
-)
-
-if TYPE_CHECKING:
-    from core.engine import Engine
+from core.store.database import Store, UnitOfWork
+from core.supervisor import Supervisor
+from core.turns import commit_activity, record_resolution
+from core.usage import UsageLedger
+from core.worktrees import validate_worktree_async
 
 log = logging.getLogger(__name__)
 GRANTS_RESET = (
@@ -86,24 +68,40 @@ DISCARDED = (
 
 
 class TurnFlow:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """Runs prompt turns: one supervised task per turn, which outlives the request that
+    started it (API.md §3); cancels them and answers the permissions parked in them."""
+
+    def __init__(
+        self,
+        live: LiveAgents,
+        store: Store,
+        reporter: Reporter,
+        usage: UsageLedger,
+        providers: ProviderRegistry,
+        compiler: PromptCompiler,
+    ) -> None:
+        self._live = live
+        self._store = store
+        self._reporter = reporter
+        self._usage = usage
+        self._providers = providers
+        self._compiler = compiler
+        self._tasks = Supervisor("turn")
         self._escalations: set[str] = set()  # turn ids with a cancel deadline running
-        self._tasks: dict[str, asyncio.Task[Any]] = {}  # turn id -> its running task
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
         rid = op.request_id
         try:
-            live = await self.engine.load(op.session, rid)
+            live = await self._live.load(op.session, rid)
             await self._check_checkout(live.record, rid)
-            await self.engine.usage.admit(live.id, rid)  # 409 budget_exceeded
+            await self._usage.admit(live.id, rid)  # 409 budget_exceeded
             if not live.agent_alive:
-                await self.engine.make_room()  # refuse (503 capacity) before turn_started
+                await self._live.make_room()  # refuse (503 capacity) before turn_started
         except DomainError as exc:
-            raise await self.engine.reject(exc, terminal=True) from None
+            raise await self._reporter.reject(exc, terminal=True) from None
         async with live.lock:
             if live.turn is not None or is_busy(live.record.activity):
-                raise await self.engine.reject(
+                raise await self._reporter.reject(
                     TurnAlreadyRunningError(
                         "a turn is already running for this session",
                         session=live.id,
@@ -120,14 +118,10 @@ class TurnFlow:
                 error = TurnFailedError(
                     f"couldn't persist prompt: {exc}", session=live.id, request_id=rid
                 )
-                raise await self.engine.reject(error, terminal=True) from exc
+                raise await self._reporter.reject(error, terminal=True) from exc
             turn.accepted = True
         live.touch()
-        task = self.engine.turn_tasks.spawn(
-            self._run_turn(live, turn, op.doc), name=f"turn-{live.id}"
-        )
-        self._tasks[turn.turn_id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(turn.turn_id, None))
+        turn.task = self._tasks.spawn(self._run_turn(live, turn, op.doc), name=f"turn-{live.id}")
         return PromptAccepted(
             session=live.id, request_id=rid, turn_id=turn.turn_id, transcript_seq=seq
         )
@@ -172,7 +166,7 @@ class TurnFlow:
             )
 
         await commit_activity(
-            self.engine.store,
+            self._store,
             live,
             RunningState(turn_id=turn.turn_id, prompt_request_id=turn.request_id),
             extra=tuple(extra),
@@ -184,7 +178,7 @@ class TurnFlow:
         return seq_box[0]
 
     async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
-        handler = self.engine.handler_for(live)
+        handler = live.handler
         handler.take_lost_writes()  # a loss between turns is not this turn's
         rid = turn.request_id
         try:
@@ -192,15 +186,15 @@ class TurnFlow:
             if agent is None:
                 restarting = live.needs_acp_restart
                 live.needs_acp_restart = live.agent_grants = False  # a new process holds none
-                agent = await self._revive(live)
+                agent = await self._live.respawn(live)
                 if restarting and not agent.supports_load_session:
-                    await self.engine.emit(
+                    await self._reporter.emit(
                         ErrorEvent(
                             session=live.id, message=GRANTS_RESET, terminal=False, request_id=rid
                         )
                     )
             text = await self._compile_for_turn(live, doc, rid)
-            acp_session = await self._ensure_acp_session(live, agent, rid)
+            acp_session = await attach(live, agent, rid, self._store, self._reporter)
             if turn.cancel_requested:
                 # Cancelled while the agent was starting: there was no ACP session to tell.
                 stop = StopReason.CANCELLED
@@ -213,7 +207,7 @@ class TurnFlow:
         except (AgentError, DomainError) as exc:
             await self._flush(handler)
             if isinstance(exc, AgentError):
-                self.engine.providers.observe_auth(live.record.provider, required=exc.auth_required)
+                self._providers.observe_auth(live.record.provider, required=exc.auth_required)
                 error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
             else:
                 error = exc
@@ -240,7 +234,7 @@ class TurnFlow:
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
 
     @staticmethod
-    async def _flush(handler: SessionHandler) -> None:
+    async def _flush(handler: AgentFeed) -> None:
         """Commit what the agent said so far; a failure here must not keep the turn open."""
         try:
             await handler.flush()
@@ -286,9 +280,9 @@ class TurnFlow:
             resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
             live.turn = None
             try:
-                ended = self.engine.usage.close_turn(turn.turn_id)  # the ledger's end time
+                ended = self._usage.close_turn(turn.turn_id)  # the ledger's end time
                 await commit_activity(
-                    self.engine.store,
+                    self._store,
                     live,
                     state,
                     extra=(closing,),
@@ -299,81 +293,10 @@ class TurnFlow:
                 log.exception("could not persist the end of a turn for %s", live.id)
         live.touch()
 
-    async def _revive(self, live: LiveSession) -> AgentProcess:
-        await self.engine.close_agent(live)
-        return await self.engine.spawn_agent(live)
-
-    async def _ensure_acp_session(
-        self, live: LiveSession, agent: AgentProcess, rid: str | None
-    ) -> str:
-        """The ACP session of a revived agent: resumed or loaded (else a fresh one, with a
-        warning), with the session's MCP servers, its chosen model and mode re-applied."""
-        if live.acp_session_id is not None:
-            return live.acp_session_id
-        record = live.record
-        chosen_model = record.current_model()
-        chosen_mode = record.modes.current if record.modes is not None else ""
-        info = None
-        try:
-            info = await restore(agent, record)
-        except AgentError as exc:
-            if exc.auth_required:
-                raise
-            await self._warn(
-                live,
-                rid,
-                f"couldn't restore this session's saved context ({exc.message}); "
-                "the transcript is kept, but the agent is starting with a fresh memory",
-            )
-        if info is None:
-            info = await open_new(agent, record)
-        updated, _ = adopt(record, info)
-        # Re-apply what the session had chosen when the agent came back with something else, or
-        # did not say (a resume answer may omit models/modes): setting it again is harmless.
-        said_model = info.models is not None or model_option(info.config_options) is not None
-        said_mode = info.modes is not None or mode_option(info.config_options) is not None
-        if (
-            chosen_model
-            and record.models is not None
-            and (not said_model or updated.current_model() != chosen_model)
-        ):
-            try:
-                updated = await apply_model(agent, info.acp_session_id, updated, chosen_model)
-            except AgentError as exc:
-                await self._warn(live, rid, f"{chosen_model} wasn't accepted: {exc.message}")
-        modes = updated.modes
-        offered = {m.id for m in modes.available} if modes is not None else set()
-        if (
-            modes is not None
-            and chosen_mode in offered
-            and (not said_mode or modes.current != chosen_mode)
-        ):
-            try:
-                updated = await apply_mode(agent, info.acp_session_id, updated, chosen_mode)
-            except AgentError as exc:
-                await self._warn(live, rid, f"mode {chosen_mode} wasn't accepted: {exc.message}")
-        events = state_events(updated)
-
-        def persist(uow: UnitOfWork) -> None:
-            uow.sessions.update(updated, ADOPTED_FIELDS)
-            for ev in events:
-                uow.emit(ev)
-
-        await self.engine.store.write(persist)
-        adopted = {name: getattr(updated, name) for name in ADOPTED_FIELDS}
-        live.record = live.record.evolve(**adopted)
-        live.acp_session_id = info.acp_session_id
-        return info.acp_session_id
-
-    async def _warn(self, live: LiveSession, rid: str | None, message: str) -> None:
-        await self.engine.emit(
-            ErrorEvent(session=live.id, message=message, terminal=False, request_id=rid)
-        )
-
     async def _compile_for_turn(self, live: LiveSession, doc: Doc, rid: str | None) -> str:
-        preview = await self.compile(live.record.cwd, doc)
+        preview = await self._compiler.compile(live.record.cwd, doc)
         if preview.unresolved:
-            await self.engine.emit(
+            await self._reporter.emit(
                 *(
                     ErrorEvent(
                         session=live.id, message=f"unresolved: {u}", terminal=False, request_id=rid
@@ -383,21 +306,8 @@ class TurnFlow:
             )
         return preview.prompt
 
-    async def compile(self, cwd: str, doc: Doc) -> PromptPreview:
-        """The one compiler behind both the real prompt and the preview (API.md §4)."""
-        refs = {b.session_id for b in doc if isinstance(b, SessionRefBlock)}
-        contexts: dict[str, str | None] = {}
-        for ref in refs:
-            contexts[ref] = await self.engine.store.read(
-                lambda r, ref=ref: referenced_chat_context(r, ref)  # type: ignore[misc]
-            )
-        compiled = await asyncio.to_thread(
-            compile_prompt, doc, skills=self.engine.skills, cwd=cwd, chat_context=contexts.get
-        )
-        return PromptPreview(prompt=compiled.text, unresolved=compiled.unresolved)
-
     async def cancel(self, session_id: str) -> CancelResult:
-        live = await self.engine.load(session_id)
+        live = await self._live.load(session_id)
         async with live.lock:
             turn = live.turn
             if turn is None:
@@ -405,16 +315,32 @@ class TurnFlow:
             # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
             if turn.parked:
                 resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
-                await commit_activity(self.engine.store, live, turn.state(), after=resolved)
+                await commit_activity(self._store, live, turn.state(), after=resolved)
             turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)
         if turn.turn_id not in self._escalations:
             self._escalations.add(turn.turn_id)
-            self.engine.turn_tasks.spawn(
-                self._escalate_cancel(live, turn), name=f"cancel-{session_id}"
-            )
+            self._tasks.spawn(self._escalate_cancel(live, turn), name=f"cancel-{session_id}")
         return CancelResult(session=session_id, cancelled=True)
+
+    async def stop(self, live: LiveSession) -> None:
+        """Cancel the session's running turn and wait for its task to unwind (deletion)."""
+        turn = live.turn
+        if turn is None:
+            return
+        await self.cancel(live.id)
+        if turn.task is not None:
+            turn.task.cancel()
+            await asyncio.gather(turn.task, return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        """End every turn: parked inputs answered cancelled, tasks cancelled and awaited (each
+        ends with a terminal error, never turn_ended)."""
+        for live in self._live:
+            if live.turn is not None:
+                live.turn.drain()
+        await self._tasks.close()
 
     async def _escalate_cancel(self, live: LiveSession, turn: LiveTurn) -> None:
         """A cancel the agent ignores: after the grace period end the turn `cancelled` and
@@ -425,17 +351,14 @@ class TurnFlow:
                 return  # the agent honoured the cancel (or the turn ended otherwise)
             # Detached before the turn ends, so a next prompt can't reuse the stuck agent; the
             # turn task then fails on the closed connection as a stale owner (no second end).
-            agent, acp_session = self.engine.detach_agent(live)
-            if agent is not None:
+            if self._live.retire(live, CANCEL_CLOSE_GRACE) is not None:
                 log.warning("agent of session %s ignored cancel; restarting it", live.id)
-                self.engine.retire(agent, acp_session, CANCEL_CLOSE_GRACE)
             ended = TurnEnded(session=live.id, stop_reason=StopReason.CANCELLED)
             await self._end_turn(live, turn, IdleState(), ended)
             # The task may not even have reached the agent (a slow start): it must not go on
             # to prompt after its turn ended. Cancelled now, it finds its turn ended already.
-            task = self._tasks.get(turn.turn_id)
-            if task is not None:
-                task.cancel()
+            if turn.task is not None:
+                turn.task.cancel()
         finally:
             self._escalations.discard(turn.turn_id)
 
@@ -444,7 +367,7 @@ class TurnFlow:
     ) -> AnswerResult:
         """Answer a parked permission as `answered_by` (recorded in the transcript and the
         `permission_resolved` event)."""
-        live = self.engine.live_sessions.get(op.session)
+        live = self._live.get(op.session)
         if live is None:
             raise PermissionNotPendingError("no such pending permission", session=op.session)
         async with live.lock:
@@ -462,7 +385,7 @@ class TurnFlow:
             del turn.parked[op.request_id]
             resolved = record_resolution(live.id, parked.pending, op.option_id, answered_by)
             try:
-                await commit_activity(self.engine.store, live, turn.state(), after=(resolved,))
+                await commit_activity(self._store, live, turn.state(), after=(resolved,))
             except Exception:
                 turn.parked[op.request_id] = parked
                 raise

@@ -113,8 +113,8 @@ async def set_session_budget(
     session_id: SessionPath, body: BudgetBody, services: ServicesDep
 ) -> JSONResponse:
     """Set the session's budget (replacing any); checked at once against its usage so far."""
-    live = await services.engine.load(session_id)  # 404 for unknown or deleted sessions
-    return JSONResponse(await services.engine.usage.set_session_budget(live, _budget(body)))
+    # 404 for unknown or deleted sessions
+    return JSONResponse(await services.engine.set_session_budget(session_id, _budget(body)))
 
 
 @router.put(
