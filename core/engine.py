@@ -200,20 +200,6 @@ class Engine:
         records = await self._read(lambda r: r.sessions.list_active())
         return [rec.snapshot() for rec in records]
 
-    async def sessions_frame(self, session: str | None = None) -> tuple[list[SessionSnapshot], int]:
-        """The welcome snapshot and the log position it reflects, from one read transaction."""
-
-        def read(r: ReadUnit) -> tuple[list[SessionRecord], int]:
-            if session is None:
-                records = r.sessions.list_active()
-            else:  # one row by key, not the whole list filtered
-                record = r.sessions.get(session)
-                records = [record] if record is not None and not record.archived else []
-            return records, r.events.last_seq()
-
-        records, through = await self._read(read)
-        return [rec.snapshot() for rec in records], through
-
     async def get_session(self, session_id: str) -> SessionSnapshot:
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))
         if record is None or record.archived:  # a deleted session is gone (API.md §4)

@@ -26,7 +26,8 @@ from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provide
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.devices import DeviceRepository
-from core.store.usage import Budget, TurnUsageRecord, UsageRepository
+from core.store.usage import Budget as Budget  # re-exported: the budget a route sets
+from core.store.usage import TurnUsageRecord, UsageRepository
 
 if TYPE_CHECKING:
     from core.agents.updates import TurnUsage

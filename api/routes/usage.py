@@ -16,8 +16,7 @@ from api.authn import ServicesDep, current_device
 from api.openapi import Responses, problems
 from api.scopes import needs
 from core.scopes import Scope
-from core.store.usage import Budget
-from core.usage import BudgetAction, GroupBy, parse_since
+from core.usage import Budget, BudgetAction, GroupBy, parse_since
 
 router = APIRouter(prefix="/v1", tags=["usage"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

@@ -1,5 +1,5 @@
 """The import graph of core/ and api/: no cycle (counting imports under TYPE_CHECKING and
-inside functions too), and core never imports api."""
+inside functions too), core never imports api, and api never imports core.store."""
 
 from __future__ import annotations
 
@@ -114,5 +114,18 @@ def test_core_never_imports_api() -> None:
         if name.startswith("core")
         for target in targets
         if target.startswith("api")
+    }
+    assert offending == set()
+
+
+def test_api_never_imports_the_store() -> None:
+    """api/ is HTTP only: it reaches data through core services, never core.store."""
+    graph = import_graph()
+    offending = {
+        (name, target)
+        for name, targets in graph.items()
+        if name.startswith("api")
+        for target in targets
+        if target == "core.store" or target.startswith("core.store.")
     }
     assert offending == set()
