@@ -4,8 +4,8 @@ plus the reads.
 Every op either raises a `DomainError` (after broadcasting the protocol's `error` event where
 the protocol says the outcome is an event) or returns an outcome from core/outcomes.py.
 The engine only composes: the live-agent registry (core/live_agents.py) owns loaded sessions
-and their agents; turns (core/turn_flow.py), the lifecycle (core/lifecycle.py) and the settings
-ops (core/session_settings.py) each receive what they use, never the engine.
+and their agents; turns (core/turns.py), the lifecycle (core/lifecycle.py) and the settings
+ops (core/session_options.py) each receive what they use, never the engine.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, assert_never
 
+from core.agent_feed import AgentFeed
 from core.agents.client import start_agent
 from core.agents.port import AgentFactory
 from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
@@ -55,13 +56,12 @@ from core.protocol import (
 from core.providers import ProviderRegistry
 from core.reporter import Reporter
 from core.session import SessionRecord
-from core.session_settings import SessionSettings
+from core.session_options import SessionOptions
 from core.skills import SkillLibrary
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.usage import Budget
 from core.transcript import read_page
-from core.turn_flow import TurnFlow
-from core.turns import SessionHandler
+from core.turns import TurnRunner
 from core.usage import UsageLedger
 from core.worktrees import preview_baselines_async
 
@@ -98,16 +98,18 @@ class Engine:
         self.compiler = PromptCompiler(store, skills or SkillLibrary(home / "skills"))
         reporter = Reporter(store)
         # A budget set to cancel_running cancels the turn that crossed it (late-bound: the
-        # ledger is needed by the session handlers the registry builds, turns by the ledger).
+        # ledger is needed by the agent feeds the registry builds, turns by the ledger).
         self.usage = UsageLedger(store, lambda session: self.turns.cancel(session))
         self.live = LiveAgents(
             store,
             self.providers,
-            feed=lambda live: SessionHandler(live, store, self.usage),
+            feed=lambda live: AgentFeed(live, store, self.usage),
             agent_factory=agent_factory,
             max_live_agents=max_live_agents,
         )
-        self.turns = TurnFlow(self.live, store, reporter, self.usage, self.providers, self.compiler)
+        self.turns = TurnRunner(
+            self.live, store, reporter, self.usage, self.providers, self.compiler
+        )
         self.lifecycle = SessionLifecycle(
             self.live,
             store,
@@ -116,7 +118,7 @@ class Engine:
             worktrees=home / "worktrees",
             stop_turn=self.turns.stop,
         )
-        self.settings = SessionSettings(self.live, store, reporter)
+        self.options = SessionOptions(self.live, store, reporter)
 
     async def start(self) -> None:
         """Recover persisted in-flight activity as failed/interrupted (before any list).
@@ -155,19 +157,17 @@ class Engine:
             case AnswerPermissionOp():
                 return await self.turns.answer_permission(op, actor)
             case SetExecutionPolicyOp():
-                return await self.settings.set_policy(
-                    op.session, op.mode, op.sandbox, op.request_id
-                )
+                return await self.options.set_policy(op.session, op.mode, op.sandbox, op.request_id)
             case SetPermissionModeOp():
-                return await self.settings.set_policy(op.session, op.mode, None, None)
+                return await self.options.set_policy(op.session, op.mode, None, None)
             case SetSandboxOp():
-                return await self.settings.set_policy(op.session, None, op.sandbox, None)
+                return await self.options.set_policy(op.session, None, op.sandbox, None)
             case SetModelOp():
-                return await self.settings.set_model(op)
+                return await self.options.set_model(op)
             case SetModeOp():
-                return await self.settings.set_mode(op)
+                return await self.options.set_mode(op)
             case SetConfigOptionOp():
-                return await self.settings.set_config_option(op)
+                return await self.options.set_config_option(op)
             case _:  # pragma: no cover - the union is closed
                 assert_never(op)
 

@@ -18,8 +18,8 @@ from core.agents.updates import AgentHandler
 from core.session import SessionRecord
 
 
-class AgentFeed(AgentHandler, Protocol):
-    """The session's side of its agent connection (core/turns.py `SessionHandler`): what the
+class SessionFeed(AgentHandler, Protocol):
+    """The session's side of its agent connection (core/agent_feed.py `AgentFeed`): what the
     turn needs beyond the callbacks, to order its closing events after the agent's output."""
 
     async def flush(self) -> None:
@@ -33,8 +33,8 @@ class AgentFeed(AgentHandler, Protocol):
 class LiveSession:
     record: SessionRecord
     # Builds the session's handler (given the session itself): one per session, for its life.
-    feed: InitVar[Callable[[LiveSession], AgentFeed]]
-    handler: AgentFeed = field(init=False)
+    feed: InitVar[Callable[[LiveSession], SessionFeed]]
+    handler: SessionFeed = field(init=False)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     agent: Agent | None = None
     # The ACP session id valid for *this* agent process (None until session/new or load).
@@ -47,7 +47,7 @@ class LiveSession:
     # is restarted, so its grants die with it (its ACP session is restored, else started fresh).
     needs_acp_restart: bool = False
 
-    def __post_init__(self, feed: Callable[[LiveSession], AgentFeed]) -> None:
+    def __post_init__(self, feed: Callable[[LiveSession], SessionFeed]) -> None:
         self.handler = feed(self)
 
     @property

@@ -16,7 +16,7 @@ from core.acp_sessions import agent_failure
 from core.agents.port import Agent, AgentFactory
 from core.agents.updates import AgentError
 from core.errors import CapacityError, SessionNotFoundError, StoreUnavailableError
-from core.live import AgentFeed, LiveSession
+from core.live import LiveSession, SessionFeed
 from core.processes import AgentRecords
 from core.providers import ProviderRegistry, ProviderUnavailableError
 from core.session import SessionRecord
@@ -34,7 +34,7 @@ class LiveAgents:
         store: Store,
         providers: ProviderRegistry,
         *,
-        feed: Callable[[LiveSession], AgentFeed],
+        feed: Callable[[LiveSession], SessionFeed],
         agent_factory: AgentFactory,
         max_live_agents: int = 32,
     ) -> None:

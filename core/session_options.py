@@ -48,7 +48,7 @@ from core.store.database import Store, UnitOfWork
 log = logging.getLogger(__name__)
 
 
-class SessionSettings:
+class SessionOptions:
     """The settings ops of a session: execution policy, model, mode and config options."""
 
     def __init__(self, live: LiveAgents, store: Store, reporter: Reporter) -> None:
