@@ -16,7 +16,7 @@ from api.errors import RequestInvalidError
 from api.guard import DEVICE_KEY
 from api.services import Services
 from core.auth import UnauthorizedError
-from core.store.devices import Device
+from core.devices import Device
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

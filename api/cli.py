@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, prepare_home
+from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 # The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
 # instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
@@ -74,9 +74,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from core.auth import create_device
+    from core.home import pair_device
     from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
-    from core.store.database import Store
 
     try:
         scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
@@ -84,13 +83,7 @@ def _pair(args: argparse.Namespace) -> int:
         print(f"c2: {exc}", file=sys.stderr, flush=True)
         return 2
     settings = Settings.build(home=args.home)
-    prepare_home(settings.home, create_database=settings.database_in_home)
-    store = Store(settings.database_url)
-    try:
-        store.migrate()
-        paired = store.write_sync(lambda uow: create_device(uow, args.name, scopes))
-    finally:
-        store.close()
+    paired = pair_device(settings.home, settings.database_url, args.name, scopes)
     print(
         json.dumps(
             {"device_id": paired.device_id, "bearer": paired.bearer, "scopes": ordered(scopes)}
@@ -104,18 +97,11 @@ def _pair_url(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from api.server import url_host
-    from core.auth import add_pairing_token
-    from core.store.database import Store
+    from core.home import mint_pairing_token
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
-    prepare_home(settings.home)
     ttl = timedelta(seconds=settings.pairing_ttl_seconds)
-    store = Store(settings.database_url)
-    try:
-        store.migrate()
-        token = store.write_sync(lambda uow: add_pairing_token(uow, ttl))
-    finally:
-        store.close()
+    token = mint_pairing_token(settings.home, settings.database_url, ttl)
     print(f"http://{url_host(settings.host)}:{settings.port}/pair#token={token}", flush=True)
     return 0
 

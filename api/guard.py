@@ -30,8 +30,8 @@ from core.auth import (
     RateLimitedError,
     UnauthorizedError,
 )
+from core.devices import Device
 from core.errors import DomainError, StoreUnavailableError
-from core.store.devices import Device
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from fastapi import APIRouter
 from starlette.routing import Match, Route
 from starlette.types import Scope as AsgiScope
 
+from core.devices import Device
 from core.scopes import InsufficientScopeError, Scope, ordered
-from core.store.devices import Device
 
 SCOPE_KEY = "x-c2-scope"
 # `DELETE /v1/devices/{device_id}`: any device may revoke itself; others need `admin`.

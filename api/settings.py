@@ -1,7 +1,7 @@
 """Server settings: one frozen value built from CLI arguments and the environment.
 
-Nothing here runs at import time; `Settings.build` reads the environment it is handed and
-`prepare_home` is the only function that touches the disk.
+Nothing here runs at import time or touches the disk; `Settings.build` reads the environment
+it is handed (the home is prepared by core/home.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.store.database import sqlite_url
+from core.home import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4599
@@ -95,21 +95,3 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     if env.get("C2_HOME"):
         return Path(env["C2_HOME"]).expanduser().resolve()
     return (Path.home() / ".c2").resolve()
-
-
-DATABASE_FILES = ("c2.db", "c2.db-wal", "c2.db-shm")
-
-
-def prepare_home(home: Path, *, create_database: bool = True) -> None:
-    """Create the home folder, or tighten an existing one: the folder readable by its owner
-    only (0700), the database files 0600. With `create_database` (SQLite in the home), an
-    empty c2.db is created 0600 up front: SQLite gives -wal and -shm the database's mode."""
-    if not home.exists():
-        home.mkdir(parents=True, mode=0o700)
-    home.chmod(0o700)  # mkdir's mode is masked by the umask; an existing home may be open
-    for name in DATABASE_FILES:
-        path = home / name
-        if create_database and name == "c2.db" and not path.exists():
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        if path.exists():
-            path.chmod(0o600)

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.bus import EventBus
+from core.devices import Device
 from core.errors import DomainError
 from core.scopes import ALL_SCOPES, Scope
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
-from core.store.devices import Device, DeviceRepository
+from core.store.devices import DeviceRepository
 
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.

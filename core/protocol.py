@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, get_args
 
 from pydantic import (
     BaseModel,
@@ -48,7 +48,8 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-BUILTIN_PROVIDERS: tuple[str, ...] = (
+# The documented builtin provider ids, spelled once: the tuple and the wire type derive from it.
+DocumentedProvider: TypeAlias = Literal[
     "claude_code",
     "codex",
     "grok",
@@ -58,23 +59,11 @@ BUILTIN_PROVIDERS: tuple[str, ...] = (
     "pi",
     "kimi",
     "zcode",
-)
+]
+BUILTIN_PROVIDERS: tuple[str, ...] = get_args(DocumentedProvider)
 # Serde spellings of the original core; accepted on input, never emitted (API.md §3).
 PROVIDER_ALIASES: dict[str, str] = {"open_code": "opencode", "z_code": "zcode"}
-
-BuiltinProvider: TypeAlias = Literal[
-    "claude_code",
-    "codex",
-    "grok",
-    "cursor",
-    "opencode",
-    "opencode2",
-    "pi",
-    "kimi",
-    "zcode",
-    "open_code",
-    "z_code",
-]
+BuiltinProvider: TypeAlias = Literal[DocumentedProvider, "open_code", "z_code"]
 
 
 class CustomProvider(BaseModel):

@@ -26,7 +26,8 @@ from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provide
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.devices import DeviceRepository
-from core.store.usage import Budget, TurnUsageRecord, UsageRepository
+from core.store.usage import Budget as Budget  # re-exported: the budget a route sets
+from core.store.usage import TurnUsageRecord, UsageRepository
 
 if TYPE_CHECKING:
     from core.agents.updates import TurnUsage
@@ -177,7 +178,7 @@ class UsageLedger:
         self._cancel = cancel
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # -- recording (called by the session handler, core/turns.py) --------------------------------
+    # -- recording (called by the agent feed, core/agent_feed.py) -------------------------------
 
     def context(self, live: LiveSession, used: int, size: int, cost: Cost | None) -> UsageStep:
         """A `usage_update`: the context window, and the session's cumulative cost if given."""
@@ -224,7 +225,7 @@ class UsageLedger:
         if turn is None or (crossing.turn_id is not None and turn.turn_id != crossing.turn_id):
             return
         # At once, not only in the cancel task: a crossing reported with the turn's final
-        # usage must still end that turn `cancelled` (turn_flow reads this flag at the end).
+        # usage must still end that turn `cancelled` (the turn runner reads this flag at the end).
         turn.cancel_requested = True
         task = asyncio.get_running_loop().create_task(self._cancel_turn(live.id))
         self._tasks.add(task)

@@ -100,8 +100,7 @@ async def events(
         await services.engine.get_session(session)  # 404 before the stream starts
     settings = services.settings
     stream = EventStream(
-        engine=services.engine,
-        store=services.store,
+        feed=services.feed,
         bus=services.bus,
         device_id=device.id,
         session=session,

@@ -16,8 +16,7 @@ from api.authn import ServicesDep, current_device
 from api.openapi import Responses, problems
 from api.scopes import needs
 from core.scopes import Scope
-from core.store.usage import Budget
-from core.usage import BudgetAction, GroupBy, parse_since
+from core.usage import Budget, BudgetAction, GroupBy, parse_since
 
 router = APIRouter(prefix="/v1", tags=["usage"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
@@ -113,8 +112,8 @@ async def set_session_budget(
     session_id: SessionPath, body: BudgetBody, services: ServicesDep
 ) -> JSONResponse:
     """Set the session's budget (replacing any); checked at once against its usage so far."""
-    live = await services.engine.load(session_id)  # 404 for unknown or deleted sessions
-    return JSONResponse(await services.engine.usage.set_session_budget(live, _budget(body)))
+    # 404 for unknown or deleted sessions
+    return JSONResponse(await services.engine.set_session_budget(session_id, _budget(body)))
 
 
 @router.put(

@@ -14,12 +14,12 @@ import contextlib
 import logging
 import os
 import signal
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
+from core.agents.port import LaunchSpec, ProcessRegistry
 from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
 from core.agents.translate import (
     InvalidParams,
@@ -77,26 +77,6 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
     "terminal": False,
 }
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """How to start an agent: argv (never a shell line), full environment, working directory."""
-
-    command: str
-    args: list[str]
-    env: dict[str, str]
-    cwd: str
-
-
-class ProcessRegistry(Protocol):
-    """Told of each agent process group: right after spawn, and once it is gone."""
-
-    async def spawned(self, pid: int) -> None:
-        """The leader `pid` (also its process group id) was just started."""
-
-    async def gone(self, pid: int) -> None:
-        """The group of leader `pid` was ended."""
 
 
 class AgentProcess:
@@ -461,3 +441,10 @@ def _rpc_error_message(exc: RequestError) -> str:
     if isinstance(details, str) and details.strip() and details.strip() != str(exc):
         message += f" ({details.strip()[:500]})"
     return message
+
+
+async def start_agent(
+    spec: LaunchSpec, handler: AgentHandler, registry: ProcessRegistry | None
+) -> AgentProcess:
+    """The real `AgentFactory` (core/agents/port.py): an ACP subprocess, initialized."""
+    return await AgentProcess.start(spec, handler, registry=registry)

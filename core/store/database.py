@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
@@ -95,6 +95,10 @@ class ReadUnit:
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
+
+    def ping(self) -> int:
+        """A trivial query: the database answers reads (readiness)."""
+        return int(self.conn.execute(text("SELECT 1")).scalar_one())
 
 
 @dataclass(eq=False)
