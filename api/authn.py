@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.errors import RequestInvalidError
 from api.guard import DEVICE_KEY
 from api.services import Services
-from core.auth import UnauthorizedError
+from core.errors import UnauthorizedError
 from core.store.devices import Device
 
 bearer_scheme = HTTPBearer(

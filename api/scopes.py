@@ -18,7 +18,8 @@ from fastapi import APIRouter
 from starlette.routing import Match, Route
 from starlette.types import Scope as AsgiScope
 
-from core.scopes import InsufficientScopeError, Scope, ordered
+from core.errors import InsufficientScopeError
+from core.scopes import Scope, ordered
 from core.store.devices import Device
 
 SCOPE_KEY = "x-c2-scope"

@@ -15,7 +15,6 @@ from functools import lru_cache, partial
 
 from core.bus import EventBus
 from core.engine import Engine
-from core.errors import DomainError
 from core.store.database import ReadUnit, Store
 from core.store.events import CommittedEvent, LogBounds
 
@@ -56,12 +55,6 @@ def resync_reason(after: int, bounds: LogBounds) -> str | None:
     if bounds.first is not None and after < bounds.first - 1:
         return "position is older than the retained event log"
     return None
-
-
-class TooManyStreamsError(DomainError):
-    code = "too_many_streams"
-    status = 429
-    title = "Too many open event streams"
 
 
 class StreamSlots:
