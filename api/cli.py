@@ -12,8 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, prepare_home
+
+if TYPE_CHECKING:
+    from core.store.database import Store
 
 # The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
 # instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
@@ -21,10 +25,41 @@ from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, prepare_home
 GIL_SWITCH_INTERVAL = 0.0005
 
 
+class CommandError(Exception):
+    """A command cannot do its work; the message is the one line a user sees."""
+
+
+def _fail(exc: Exception | str, status: int = 1) -> int:
+    print(f"c2: {exc}", file=sys.stderr, flush=True)
+    return status
+
+
+def _home_store(settings: Settings) -> Store:
+    """The home's store, migrated, for a one-shot command (`pair`, `pair-url`) next to a
+    running server (no claim on the home); an unusable home or database is a CommandError."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from core.store.database import Store
+    from core.store.faults import describe
+
+    try:
+        prepare_home(settings.home, create_database=settings.database_in_home)
+    except OSError as exc:
+        raise CommandError(f"cannot use home {settings.home}: {exc.strerror or exc}") from None
+    store = Store(settings.database_url)
+    try:
+        store.migrate()
+    except (SQLAlchemyError, OSError) as exc:
+        store.close()
+        raise CommandError(f"cannot open the database: {describe(exc)}") from None
+    return store
+
+
 def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     from api.app import create_app
-    from api.server import C2Server, build_server, url_host
+    from api.logs import LOG_DATE_FORMAT, LOG_FORMAT
+    from api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
     from api.services import StartupError, preflight
     from core.providers import ProviderConfigError, ProviderRegistry
 
@@ -39,20 +74,23 @@ def _serve(args: argparse.Namespace) -> int:
         # Held until the process exits; the server's own start re-enters this claim.
         home_claim = preflight(settings)
     except StartupError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return _fail(exc)
     try:
         ProviderRegistry.load(settings.home)  # checked here: one line instead of a traceback
     except ProviderConfigError as exc:
         home_claim.release()
-        print(f"c2: {exc} (fix or remove the file, then start again)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+        return _fail(f"{exc} (fix or remove the file, then start again)", 2)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     try:
         app = create_app(settings)
     except ValueError as exc:  # a refused --allow-host / --allow-origin: one clear line
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        home_claim.release()
+        return _fail(exc, 2)
+    try:
+        sock = listen_socket(settings.host, settings.port)
+    except OSError as exc:
+        home_claim.release()
+        return _fail(cannot_listen(settings.host, settings.port, exc))
 
     async def announce(server: C2Server) -> None:
         services = server.services
@@ -68,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    build_server(app, settings, on_started=announce).run()
+    build_server(app, settings, on_started=announce).run(sockets=[sock])
     home_claim.release()
     return 0
 
@@ -76,18 +114,17 @@ def _serve(args: argparse.Namespace) -> int:
 def _pair(args: argparse.Namespace) -> int:
     from core.auth import create_device
     from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
-    from core.store.database import Store
 
     try:
         scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
     except UnknownScopeError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return _fail(exc, 2)
     settings = Settings.build(home=args.home)
-    prepare_home(settings.home, create_database=settings.database_in_home)
-    store = Store(settings.database_url)
     try:
-        store.migrate()
+        store = _home_store(settings)
+    except CommandError as exc:
+        return _fail(exc)
+    try:
         paired = store.write_sync(lambda uow: create_device(uow, args.name, scopes))
     finally:
         store.close()
@@ -105,14 +142,14 @@ def _pair_url(args: argparse.Namespace) -> int:
 
     from api.server import url_host
     from core.auth import add_pairing_token
-    from core.store.database import Store
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
-    prepare_home(settings.home)
     ttl = timedelta(seconds=settings.pairing_ttl_seconds)
-    store = Store(settings.database_url)
     try:
-        store.migrate()
+        store = _home_store(settings)
+    except CommandError as exc:
+        return _fail(exc)
+    try:
         token = store.write_sync(lambda uow: add_pairing_token(uow, ttl))
     finally:
         store.close()
