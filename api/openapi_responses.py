@@ -25,6 +25,10 @@ HEADERS: dict[str, Any] = {
         "description": "Seconds to wait before retrying.",
         "schema": {"type": "integer", "minimum": 0},
     },
+    "WWWAuthenticate": {
+        "description": 'The authentication scheme to use: `Bearer realm="c2"`.',
+        "schema": {"type": "string"},
+    },
     "Location": {
         "description": "The created resource.",
         "schema": {"type": "string", "format": "uri-reference"},
@@ -101,5 +105,7 @@ def headers(doc: dict[str, Any]) -> None:
                         declared["Idempotent-Replayed"] = _header("IdempotentReplayed")
                 if status == "201":
                     declared["Location"] = _header("Location")
+                if status == "401":
+                    declared["WWW-Authenticate"] = _header("WWWAuthenticate")
                 if not declared:
                     del response["headers"]

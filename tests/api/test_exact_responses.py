@@ -44,6 +44,8 @@ def test_openapi_declares_headers_outcomes_and_timestamps(tmp_path: Path):
     assert {"Location", "Request-Id", "Idempotent-Replayed"} <= set(create["201"]["headers"])
     assert "Retry-After" in create["503"]["headers"]
     assert "Retry-After" in paths["/v1/pair"]["post"]["responses"]["429"]["headers"]
+    unauthorized = paths["/v1/sessions/{session_id}"]["get"]["responses"]["401"]
+    assert "WWW-Authenticate" in unauthorized["headers"]
     ops = paths["/v1/ops"]["post"]["responses"]
     accepted = {
         m["$ref"].rsplit("/", 1)[-1]
