@@ -108,7 +108,7 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "setSandbox": _SETTINGS,
     "setModel": (*_SETTINGS, UnknownModelError),
     "setMode": (*_SETTINGS, UnknownModeError),
-    "setConfigOption": (*_SETTINGS, InvalidOptionError),
+    "setConfigOption": (OperationFailedError,),  # only while the agent runs: no load
     # session reads and removals
     "listSessions": (),
     "getSession": (SessionNotFoundError,),
