@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from api.authn import single_valued_query
-from api.errors import install_error_handlers
+from api.error_handlers import install_error_handlers
 from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body

@@ -21,10 +21,16 @@ from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 GIL_SWITCH_INTERVAL = 0.0005
 
 
+def _fail(exc: Exception | str, status: int = 1) -> int:
+    print(f"c2: {exc}", file=sys.stderr, flush=True)
+    return status
+
+
 def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     from api.app import create_app
-    from api.server import C2Server, build_server, url_host
+    from api.logs import LOG_DATE_FORMAT, LOG_FORMAT
+    from api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
     from api.services import StartupError, preflight
     from core.providers import ProviderConfigError, ProviderRegistry
 
@@ -39,20 +45,23 @@ def _serve(args: argparse.Namespace) -> int:
         # Held until the process exits; the server's own start re-enters this claim.
         home_claim = preflight(settings)
     except StartupError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return _fail(exc)
     try:
         ProviderRegistry.load(settings.home)  # checked here: one line instead of a traceback
     except ProviderConfigError as exc:
         home_claim.release()
-        print(f"c2: {exc} (fix or remove the file, then start again)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+        return _fail(f"{exc} (fix or remove the file, then start again)", 2)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     try:
         app = create_app(settings)
     except ValueError as exc:  # a refused --allow-host / --allow-origin: one clear line
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        home_claim.release()
+        return _fail(exc, 2)
+    try:
+        sock = listen_socket(settings.host, settings.port)
+    except OSError as exc:
+        home_claim.release()
+        return _fail(cannot_listen(settings.host, settings.port, exc))
 
     async def announce(server: C2Server) -> None:
         services = server.services
@@ -68,22 +77,24 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    build_server(app, settings, on_started=announce).run()
+    build_server(app, settings, on_started=announce).run(sockets=[sock])
     home_claim.release()
     return 0
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from core.home import pair_device
+    from core.home import StartupError, pair_device
     from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
 
     try:
         scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
     except UnknownScopeError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return _fail(exc, 2)
     settings = Settings.build(home=args.home)
-    paired = pair_device(settings.home, settings.database_url, args.name, scopes)
+    try:
+        paired = pair_device(settings.home, settings.database_url, args.name, scopes)
+    except StartupError as exc:
+        return _fail(exc)
     print(
         json.dumps(
             {"device_id": paired.device_id, "bearer": paired.bearer, "scopes": ordered(scopes)}
@@ -97,11 +108,14 @@ def _pair_url(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from api.server import url_host
-    from core.home import mint_pairing_token
+    from core.home import StartupError, mint_pairing_token
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
     ttl = timedelta(seconds=settings.pairing_ttl_seconds)
-    token = mint_pairing_token(settings.home, settings.database_url, ttl)
+    try:
+        token = mint_pairing_token(settings.home, settings.database_url, ttl)
+    except StartupError as exc:
+        return _fail(exc)
     print(f"http://{url_host(settings.host)}:{settings.port}/pair#token={token}", flush=True)
     return 0
 

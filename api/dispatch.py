@@ -25,6 +25,7 @@ from api.errors import (
     json_bytes,
     problem_body,
     problem_headers,
+    status_of,
 )
 from core.engine import Engine
 from core.errors import DomainError, RequestIdReusedError
@@ -133,4 +134,4 @@ class OpDispatcher:
         headers = problem_headers(err)
         if request_id:
             headers["Request-Id"] = header_text(request_id)
-        return OpReply(err.status, json_bytes(body), headers)
+        return OpReply(status_of(err), json_bytes(body), headers)

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import lru_cache
 
 from core.bus import EventBus
-from core.errors import DomainError
 from core.event_feed import REPLAY_BATCH, CommittedEvent, EventFeed
 
 log = logging.getLogger(__name__)
@@ -42,12 +41,6 @@ def event_frame(ev: CommittedEvent) -> bytes:
 def data_frame(data: str, seq: int | None = None) -> bytes:
     head = f"id: {seq}\n" if seq is not None else ""
     return f"{head}data: {data}\n\n".encode()
-
-
-class TooManyStreamsError(DomainError):
-    code = "too_many_streams"
-    status = 429
-    title = "Too many open event streams"
 
 
 class StreamSlots:

@@ -32,7 +32,8 @@ DATABASE_FILES = ("c2.db", "c2.db-wal", "c2.db-shm")
 
 
 class StartupError(Exception):
-    """The server cannot start; the message is the one line a user sees."""
+    """A command (`serve`, `pair`, `pair-url`) cannot use the home or its database; the
+    message is the one line a user sees."""
 
 
 def prepare_home(home: Path, *, create_database: bool = True) -> None:
@@ -80,14 +81,28 @@ def preflight(home: Path, database_url: str) -> HomeLock:
     return claim
 
 
+def _offline_store(home: Path, database_url: str) -> Store:
+    """The home's store, migrated, for a one-shot command next to a running server (no claim
+    on the home); an unusable home or database is a StartupError."""
+    try:
+        prepare_home(home, create_database=database_url == sqlite_url(home))
+    except OSError as exc:
+        raise StartupError(f"cannot use home {home}: {exc.strerror or exc}") from None
+    store = Store(database_url)
+    try:
+        store.migrate()
+    except (SQLAlchemyError, OSError) as exc:
+        store.close()
+        raise StartupError(f"cannot open the database: {describe(exc)}") from None
+    return store
+
+
 def pair_device(
     home: Path, database_url: str, name: str | None, scopes: frozenset[Scope]
 ) -> PairedDevice:
     """Pair a device directly in the database (local admin: whoever can read the home)."""
-    prepare_home(home, create_database=database_url == sqlite_url(home))
-    store = Store(database_url)
+    store = _offline_store(home, database_url)
     try:
-        store.migrate()
         return store.write_sync(lambda uow: create_device(uow, name, scopes))
     finally:
         store.close()
@@ -95,10 +110,8 @@ def pair_device(
 
 def mint_pairing_token(home: Path, database_url: str, ttl: timedelta) -> str:
     """A pairing token valid for `ttl`, written directly in the database."""
-    prepare_home(home)
-    store = Store(database_url)
+    store = _offline_store(home, database_url)
     try:
-        store.migrate()
         return store.write_sync(lambda uow: add_pairing_token(uow, ttl))
     finally:
         store.close()

@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.auth import DeviceNotFoundError
-from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
+from core.errors import (
+    BudgetExceededError,
+    DeviceNotFoundError,
+    InvalidUsageQueryError,
+    SessionNotFoundError,
+    StoreUnavailableError,
+)
 from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provider_wire
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
@@ -39,27 +44,6 @@ GroupBy = Literal["session", "provider", "day"]
 # Actions under which an exceeded budget refuses new prompts (cancel_running also stops the
 # turn that crossed it: a budget that is over stays over, so a new turn would only be cut).
 REFUSING: frozenset[str] = frozenset({"refuse_new_turns", "cancel_running"})
-
-
-class BudgetExceededError(DomainError):
-    """A prompt refused because the session's budget is exceeded (409, with the figures)."""
-
-    code = "budget_exceeded"
-    status = 409
-    title = "Budget exceeded"
-
-    def __init__(
-        self, message: str, *, limit: BudgetLimit, used: BudgetUsed, **kwargs: Any
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.limit, self.used = limit, used
-        self.details = {"limit": limit.model_dump(), "used": used.model_dump()}
-
-
-class InvalidUsageQueryError(DomainError):
-    code = "invalid_usage_query"
-    status = 422
-    title = "Invalid usage query"
 
 
 @dataclass(frozen=True, slots=True)

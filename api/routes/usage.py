@@ -13,8 +13,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.authn import ServicesDep, current_device
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.scopes import needs
+from core.protocol import Timestamp
 from core.scopes import Scope
 from core.usage import Budget, BudgetAction, GroupBy, parse_since
 
@@ -87,14 +88,15 @@ def _budget(body: BudgetBody) -> Budget:
 
 @router.get(
     "/usage",
-    responses=_model(UsageReport) | problems(401, 403, 404, 422),
+    responses=_model(UsageReport),
     openapi_extra=needs(Scope.READ),
 )
 async def get_usage(
     services: ServicesDep,
     session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     since: Annotated[
-        str | None, Query(max_length=64, description="RFC 3339; filters on turn end time")
+        Timestamp | None,
+        Query(max_length=64, description="RFC 3339 with an offset; filters on turn end time"),
     ] = None,
     group_by: GroupBy | None = None,
 ) -> JSONResponse:
@@ -105,7 +107,7 @@ async def get_usage(
 
 @router.put(
     "/sessions/{session_id}/budget",
-    responses=_model(SessionBudgetOut) | problems(401, 403, 404, 422),
+    responses=_model(SessionBudgetOut),
     openapi_extra=needs(Scope.ADMIN),
 )
 async def set_session_budget(
@@ -118,7 +120,7 @@ async def set_session_budget(
 
 @router.put(
     "/devices/{device_id}/budget",
-    responses=_model(DeviceBudgetOut) | problems(401, 403, 404, 422),
+    responses=_model(DeviceBudgetOut),
     openapi_extra=needs(Scope.ADMIN),
 )
 async def set_device_budget(

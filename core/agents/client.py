@@ -374,8 +374,14 @@ class AgentProcess:
                 await self._stdio.eof.wait()
                 await self._stderr.done.wait()
         self._settled.set()
-        if not self._closing:
-            logger.info("agent %d exited with %s", self.pid, self._process.returncode)
+        if not self._closing:  # nobody asked it to stop: a crash, logged with its last words
+            tail = self._stderr.since(0)
+            logger.warning(
+                "agent %d exited unexpectedly with %s; %s",
+                self.pid,
+                self._process.returncode,
+                f"the end of its stderr:\n{tail}" if tail else "it wrote nothing to stderr",
+            )
         # A grandchild may hold stdout open, so EOF alone can't be relied on to fail requests.
         await self._conn.close()
         if orphaned:

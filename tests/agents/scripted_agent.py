@@ -3,8 +3,8 @@
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
 /text s, /chunks N, /stamped N [rate], /blast N [rate], /think s, /plan a|b|c,
 /tool id kind status title, /agent-tool id, /permission kind|none [title], /permissions N kind,
-/fail [msg], /hang [reason],
-/ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
+/fail [msg], /hang [reason], /ignore-cancel, /crash [stderr text], /bigline N,
+/flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
 /config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
 /stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
@@ -324,6 +324,9 @@ class ScriptedAgent(DemoAgent):
         await asyncio.get_running_loop().create_future()  # never resolves
 
     async def do_crash(self, turn: Turn, arg: str) -> None:
+        if arg:  # last words, as a crashing agent leaves them on stderr
+            sys.stderr.write(f"{arg}\n")
+            sys.stderr.flush()
         await self.say(turn, "crashing")
         await self.peer.flush()
         os._exit(3)
