@@ -22,6 +22,7 @@ from api.settings import Settings, prepare_home
 from core.auth import DeviceAuth
 from core.bus import EventBus
 from core.engine import Engine
+from core.search.service import SearchService
 from core.store.database import Store
 from core.store.faults import describe
 from core.store.ownership import HomeLock, OwnershipError, claim_home
@@ -88,6 +89,7 @@ class Services:
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
         )
         self.dispatcher = OpDispatcher(self.engine, self.store)
+        self.search = SearchService(self.store)
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()

@@ -32,6 +32,7 @@ from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
 from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
+from core.store.search import SearchWriter
 from core.store.sessions import SessionRepository
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,9 @@ class UnitOfWork:
         buffer: WriteBuffer | None = None,
     ) -> None:
         self.conn = conn
-        self.sessions = SessionRepository(conn)
-        self.parts = PartRepository(conn, part_seqs, buffer)
+        search = SearchWriter(conn, buffer.search if buffer is not None else None)
+        self.sessions = SessionRepository(conn, search)
+        self.parts = PartRepository(conn, part_seqs, buffer, search)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
