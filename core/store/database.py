@@ -64,9 +64,9 @@ class UnitOfWork:
         buffer: WriteBuffer | None = None,
     ) -> None:
         self.conn = conn
-        search = SearchWriter(conn, buffer.search if buffer is not None else None)
-        self.sessions = SessionRepository(conn, search)
-        self.parts = PartRepository(conn, part_seqs, buffer, search)
+        self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
+        self.sessions = SessionRepository(conn, self.search)
+        self.parts = PartRepository(conn, part_seqs, buffer, self.search)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
