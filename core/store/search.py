@@ -40,14 +40,20 @@ _CHUNK_KINDS: dict[type[object], str] = {TextPart: "text", ReasoningPart: "thoug
 
 
 @dataclass
-class _State:
+class SearchState:
+    """A session's index state: its open message and the seq of its latest prompt.
+
+    The writer keeps these between batches (Store clears them when a batch fails), so a
+    streamed chunk costs no query: `pending` holds the open message's rows since `pending[0]`
+    (rows before it, after a restart or a failed batch, are read back from parts)."""
+
     open_kind: str | None
     open_seq: int | None
     turn_seq: int | None
     changed: bool = False
-    # The open message's rows seen in this batch (its earlier rows are read from parts) and
-    # the session's first row in this batch (None: none), which rows read back stop before.
     pending: list[tuple[int, str]] = field(default_factory=list)
+    size: int = 0  # characters in pending
+    # The session's first row in the current batch (None: none): rows read back stop there.
     bound: int | None = None
 
 
@@ -55,67 +61,88 @@ def _tool_key(tool_id: str) -> str:
     return f"tool:{tool_id}"
 
 
+class _Sql:
+    """The index's statements on one connection. On SQLite they go to the driver cursor of the
+    same transaction: SQLAlchemy's per-statement work costs more than SQLite's own and runs
+    on the writer thread for every message (as for transcript rows, core/store/buffer.py)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.sqlite = conn.dialect.name == "sqlite"
+
+    def run(self, sql: str, params: dict[str, Any]) -> tuple[list[Any], int | None]:
+        """Rows (if any) and, on SQLite, the last inserted rowid."""
+        if self.sqlite:
+            cursor = self.conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.execute(sql, params)
+                return cursor.fetchall(), cursor.lastrowid
+            finally:
+                cursor.close()
+        result = self.conn.execute(text(sql), params)
+        return (list(result.all()) if result.returns_rows else []), None
+
+    def many(self, sql: str, rows: list[dict[str, Any]]) -> None:
+        if self.sqlite:
+            cursor = self.conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.executemany(sql, rows)
+            finally:
+                cursor.close()
+        else:
+            self.conn.execute(text(sql), rows)
+
+
 class DocWriter:
     """Inserts and replaces documents on one connection (both stores)."""
 
     def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._sqlite = conn.dialect.name == "sqlite"
+        self._sql = _Sql(conn)
 
     def insert(self, session: str, seq: int | None, kind: str, key: str | None, body: str) -> None:
         tokens = tokenize(body)
         if not tokens.terms:
             return  # nothing a query could find
         values: dict[str, Any] = {"s": session, "q": seq, "k": kind, "key": key, "b": body}
-        if self._sqlite:
-            doc_id = self._conn.execute(
-                text(
-                    "INSERT INTO search_docs (session_id, seq, kind, doc_key, body)"
-                    " VALUES (:s, :q, :k, :key, :b)"
-                ),
+        if self._sql.sqlite:
+            _rows, doc_id = self._sql.run(
+                "INSERT INTO search_docs (session_id, seq, kind, doc_key, body)"
+                " VALUES (:s, :q, :k, :key, :b)",
                 values,
-            ).lastrowid
-            self._conn.execute(
-                text("INSERT INTO search_fts (rowid, terms, grams) VALUES (:id, :t, :g)"),
+            )
+            self._sql.run(
+                "INSERT INTO search_fts (rowid, terms, grams) VALUES (:id, :t, :g)",
                 {"id": doc_id, "t": tokens.fts_terms(), "g": tokens.fts_grams()},
             )
         else:
-            self._conn.execute(
-                text(
-                    "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
-                    " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))"
-                ),
+            self._sql.run(
+                "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
+                " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))",
                 values | {"tsv": tokens.tsvector()},
             )
 
     def delete(self, doc_id: int, body: str) -> None:
-        if self._sqlite:
+        if self._sql.sqlite:
             # A contentless FTS5 row is removed by restating what it indexed.
             tokens = tokenize(body)
-            self._conn.execute(
-                text(
-                    "INSERT INTO search_fts (search_fts, rowid, terms, grams)"
-                    " VALUES ('delete', :id, :t, :g)"
-                ),
+            self._sql.run(
+                "INSERT INTO search_fts (search_fts, rowid, terms, grams)"
+                " VALUES ('delete', :id, :t, :g)",
                 {"id": doc_id, "t": tokens.fts_terms(), "g": tokens.fts_grams()},
             )
-        self._conn.execute(text("DELETE FROM search_docs WHERE id = :id"), {"id": doc_id})
+        self._sql.run("DELETE FROM search_docs WHERE id = :id", {"id": doc_id})
 
     def keyed(self, session: str, key: str) -> tuple[int, int | None, str] | None:
         """The newest document of `session` under `key`: (id, seq, body)."""
-        row = self._conn.execute(
-            text(
-                "SELECT id, seq, body FROM search_docs WHERE session_id = :s AND doc_key = :key"
-                " ORDER BY id DESC LIMIT 1"
-            ),
+        rows, _ = self._sql.run(
+            "SELECT id, seq, body FROM search_docs WHERE session_id = :s AND doc_key = :key"
+            " ORDER BY id DESC LIMIT 1",
             {"s": session, "key": key},
-        ).first()
-        return None if row is None else (int(row[0]), row[1], str(row[2]))
+        )
+        return None if not rows else (int(rows[0][0]), rows[0][1], str(rows[0][2]))
 
     def move(self, doc_id: int, seq: int) -> None:
-        self._conn.execute(
-            text("UPDATE search_docs SET seq = :q WHERE id = :id"), {"q": seq, "id": doc_id}
-        )
+        self._sql.run("UPDATE search_docs SET seq = :q WHERE id = :id", {"q": seq, "id": doc_id})
 
     def set_title(self, session: str, title: str) -> None:
         """Replace the session's title document."""
@@ -152,35 +179,42 @@ class SearchWriter:
             index_ops(self._conn, [op])
 
 
-def _load_states(conn: Connection, sessions: Iterable[str]) -> dict[str, _State]:
-    names = sorted(set(sessions))
-    rows = conn.execute(
-        text(
-            "SELECT session_id, open_kind, open_seq, turn_seq FROM search_state"
-            " WHERE session_id IN :ids"
-        ).bindparams(bindparam("ids", expanding=True)),
-        {"ids": names},
-    ).all()
-    states = {name: _State(None, None, None) for name in names}
+def _load_states(
+    conn: Connection, sessions: Iterable[str], cache: dict[str, SearchState] | None
+) -> dict[str, SearchState]:
+    wanted = set(sessions)
+    states = {name: cache[name] for name in wanted if cache is not None and name in cache}
+    names = sorted(wanted - states.keys())
+    if not names:
+        return states
+    marks = ", ".join(f":i{i}" for i in range(len(names)))
+    rows, _ = _Sql(conn).run(
+        "SELECT session_id, open_kind, open_seq, turn_seq FROM search_state"
+        f" WHERE session_id IN ({marks})",
+        {f"i{i}": name for i, name in enumerate(names)},
+    )
+    loaded = {name: SearchState(None, None, None) for name in names}
     for row in rows:
-        states[row[0]] = _State(row[1], row[2], row[3])
-    return states
+        loaded[row[0]] = SearchState(row[1], row[2], row[3])
+    if cache is not None:
+        cache.update(loaded)
+    return states | loaded
 
 
-def _save_states(conn: Connection, states: dict[str, _State]) -> None:
+def _save_states(conn: Connection, states: dict[str, SearchState]) -> None:
     changed = [
         {"s": name, "k": st.open_kind, "o": st.open_seq, "t": st.turn_seq}
         for name, st in states.items()
         if st.changed
     ]
+    for st in states.values():
+        st.changed, st.bound = False, None
     if changed:
-        conn.execute(
-            text(
-                "INSERT INTO search_state (session_id, open_kind, open_seq, turn_seq)"
-                " VALUES (:s, :k, :o, :t) ON CONFLICT (session_id) DO UPDATE SET"
-                " open_kind = excluded.open_kind, open_seq = excluded.open_seq,"
-                " turn_seq = excluded.turn_seq"
-            ),
+        _Sql(conn).many(
+            "INSERT INTO search_state (session_id, open_kind, open_seq, turn_seq)"
+            " VALUES (:s, :k, :o, :t) ON CONFLICT (session_id) DO UPDATE SET"
+            " open_kind = excluded.open_kind, open_seq = excluded.open_seq,"
+            " turn_seq = excluded.turn_seq",
             changed,
         )
 
@@ -194,14 +228,13 @@ def chunk_texts(
     if end is not None:
         query += " AND seq < :b"
         params["b"] = end
-    rows = conn.execute(text(query + " ORDER BY seq"), params).all()
+    rows, _ = _Sql(conn).run(query + " ORDER BY seq", params)
     return [(int(seq), str(json.loads(raw).get("text", ""))) for seq, raw in rows]
 
 
-def _close(conn: Connection, docs: DocWriter, session: str, st: _State) -> None:
-    """Index the session's open message as one document (several when very long)."""
-    if st.open_kind is None or st.open_seq is None:
-        return
+def _flush_message(conn: Connection, docs: DocWriter, session: str, st: SearchState) -> None:
+    """Index the open message's rows so far as documents of up to DOC_CHARS characters."""
+    assert st.open_kind is not None and st.open_seq is not None
     end = st.pending[0][0] if st.pending else st.bound
     rows = [] if end == st.open_seq else chunk_texts(conn, session, st.open_seq, end)
     rows.extend(st.pending)
@@ -218,11 +251,20 @@ def _close(conn: Connection, docs: DocWriter, session: str, st: _State) -> None:
             start, texts, size = None, [], 0
     if start is not None:
         docs.insert(session, start, st.open_kind, None, "".join(texts))
+    st.pending, st.size, st.changed = [], 0, True
+
+
+def _close(conn: Connection, docs: DocWriter, session: str, st: SearchState) -> None:
+    """Index the session's open message (it ended) and forget it."""
+    if st.open_kind is None or st.open_seq is None:
+        return
+    _flush_message(conn, docs, session, st)
     st.open_kind = st.open_seq = None
-    st.pending, st.changed = [], True
 
 
-def _tool_call(docs: DocWriter, session: str, seq: int, st: _State, part: ToolCallPart) -> None:
+def _tool_call(
+    docs: DocWriter, session: str, seq: int, st: SearchState, part: ToolCallPart
+) -> None:
     key = _tool_key(part.id)
     title = part.title.strip()
     old = docs.keyed(session, key)
@@ -238,11 +280,15 @@ def _tool_call(docs: DocWriter, session: str, seq: int, st: _State, part: ToolCa
     docs.insert(session, seq, "tool_call", key, title)
 
 
-def index_ops(conn: Connection, ops: list[SearchOp]) -> None:
-    """Apply index steps in order; the rows they name are already in `parts`."""
+def index_ops(
+    conn: Connection, ops: list[SearchOp], cache: dict[str, SearchState] | None = None
+) -> None:
+    """Apply index steps in order; the rows they name are already in `parts`. `cache`: the
+    writer's states from earlier batches (updated in place; cleared by the caller when the
+    transaction fails)."""
     if not ops:
         return
-    states = _load_states(conn, (op[0] for op in ops))
+    states = _load_states(conn, (op[0] for op in ops), cache)
     for session, seq, _role, _part in ops:
         st = states[session]
         if seq is not None and (st.bound is None or seq < st.bound):
@@ -260,6 +306,12 @@ def index_ops(conn: Connection, ops: list[SearchOp]) -> None:
                 st.open_kind, st.open_seq, st.changed = kind, seq, True
             assert isinstance(part, TextPart | ReasoningPart)
             st.pending.append((seq, part.text))
+            st.size += len(part.text)
+            if st.size >= DOC_CHARS:
+                # A long message becomes documents as it grows: memory and the in-memory
+                # match of open messages stay bounded.
+                _flush_message(conn, docs, session, st)
+                st.open_kind = st.open_seq = None  # the next chunk opens the rest
             continue
         _close(conn, docs, session, st)
         if isinstance(part, PromptPart) and role == "user":
