@@ -66,7 +66,8 @@ def _search(
     read: ReadUnit, query: Query, session: str | None, offset: int, size: int
 ) -> dict[str, Any]:
     if session is not None:
-        record = read.sessions.get(session)
+        # No stored id holds a NUL (and PostgreSQL refuses one in a parameter).
+        record = None if "\x00" in session else read.sessions.get(session)
         if record is None or record.archived:
             raise SessionNotFoundError(f"no session {session}", session=session)
     reader = SearchReader(read.conn)

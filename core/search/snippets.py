@@ -15,43 +15,33 @@ from core.search.tokens import runs
 WINDOW = 200  # characters of text in a snippet
 LEAD = 60  # characters kept before the first match
 OPEN, CLOSE = "<mark>", "</mark>"
-_WORD = re.compile(r"[^\W_]+")
+
+
+def _pattern(query: Query) -> re.Pattern[str] | None:
+    """One regex finding every matched word (whole words, prefixes) and unspaced-script text."""
+    words: set[str] = set()
+    prefixes: set[str] = set()
+    unspaced: set[str] = set()
+    for term in query.positive_terms():
+        found = runs(term.text)
+        for index, run in enumerate(found):
+            if run.ngram:
+                unspaced.add(run.text)
+            elif term.prefix and index == len(found) - 1:
+                prefixes.add(run.text)
+            else:
+                words.add(run.text)
+    alternatives = [re.escape(w) + r"(?![^\W_])" for w in sorted(words, key=len, reverse=True)]
+    alternatives += [re.escape(p) + r"[^\W_]*" for p in sorted(prefixes, key=len, reverse=True)]
+    bounded = f"(?<![^\\W_])(?:{'|'.join(alternatives)})" if alternatives else ""
+    loose = "|".join(re.escape(u) for u in sorted(unspaced, key=len, reverse=True))
+    joined = "|".join(part for part in (bounded, loose) if part)
+    return re.compile(joined, re.IGNORECASE) if joined else None
 
 
 def _spans(body: str, query: Query) -> list[tuple[int, int]]:
-    words: set[str] = set()
-    prefixes: list[str] = []
-    unspaced: set[str] = set()
-    for term in query.positive_terms():
-        for run in runs(term.text):
-            if run.ngram:
-                unspaced.add(run.text)
-            else:
-                words.add(run.text)
-        if term.prefix:
-            last = runs(term.text)[-1].text
-            words.discard(last)
-            prefixes.append(last)
-    spans: list[tuple[int, int]] = []
-    for match in _WORD.finditer(body):
-        for run in runs(match.group()):
-            if not run.ngram and (run.text in words or run.text.startswith(tuple(prefixes))):
-                spans.append(match.span())
-                break
-    lowered = body.lower() if len(body.lower()) == len(body) else body
-    for piece in unspaced:
-        start = lowered.find(piece)
-        while start >= 0:
-            spans.append((start, start + len(piece)))
-            start = lowered.find(piece, start + len(piece))
-    spans.sort()
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
+    pattern = _pattern(query)
+    return [] if pattern is None else [m.span() for m in pattern.finditer(body)]
 
 
 def snippet(body: str, query: Query) -> str:

@@ -32,6 +32,8 @@ from core.search.tokens import tokenize
 # bounds a document's tsvector (PostgreSQL positions stop at 16383) and a snippet's work.
 DOC_CHARS = 32_000
 TITLE_KEY = "title"
+# Ranking reads each candidate's statistics: beyond this many matches only the newest rank.
+RANK_WINDOW = 4000
 
 # An index step, in transcript order: a row (seq, role, part) or the end of a turn (None).
 SearchOp = tuple[str, int, str, Part] | tuple[str, None, None, None]
@@ -55,6 +57,12 @@ class SearchState:
     size: int = 0  # characters in pending
     # The session's first row in the current batch (None: none): rows read back stop there.
     bound: int | None = None
+
+
+def session_token(session: str) -> str:
+    """The FTS5 token naming a session (its id in hex: one token whatever the id holds), so
+    a session filter is one more term of the full-text query."""
+    return "s" + session.encode().hex()
 
 
 def _tool_key(tool_id: str) -> str:
@@ -111,8 +119,13 @@ class DocWriter:
                 values,
             )
             self._sql.run(
-                "INSERT INTO search_fts (rowid, terms, grams) VALUES (:id, :t, :g)",
-                {"id": doc_id, "t": tokens.fts_terms(), "g": tokens.fts_grams()},
+                "INSERT INTO search_fts (rowid, terms, grams, sess) VALUES (:id, :t, :g, :s)",
+                {
+                    "id": doc_id,
+                    "t": tokens.fts_terms(),
+                    "g": tokens.fts_grams(),
+                    "s": session_token(session),
+                },
             )
         else:
             self._sql.run(
@@ -121,14 +134,19 @@ class DocWriter:
                 values | {"tsv": tokens.tsvector()},
             )
 
-    def delete(self, doc_id: int, body: str) -> None:
+    def delete(self, doc_id: int, session: str, body: str) -> None:
         if self._sql.sqlite:
             # A contentless FTS5 row is removed by restating what it indexed.
             tokens = tokenize(body)
             self._sql.run(
-                "INSERT INTO search_fts (search_fts, rowid, terms, grams)"
-                " VALUES ('delete', :id, :t, :g)",
-                {"id": doc_id, "t": tokens.fts_terms(), "g": tokens.fts_grams()},
+                "INSERT INTO search_fts (search_fts, rowid, terms, grams, sess)"
+                " VALUES ('delete', :id, :t, :g, :s)",
+                {
+                    "id": doc_id,
+                    "t": tokens.fts_terms(),
+                    "g": tokens.fts_grams(),
+                    "s": session_token(session),
+                },
             )
         self._sql.run("DELETE FROM search_docs WHERE id = :id", {"id": doc_id})
 
@@ -150,7 +168,7 @@ class DocWriter:
         if old is not None:
             if old[2] == title:
                 return
-            self.delete(old[0], old[2])
+            self.delete(old[0], session, old[2])
         self.insert(session, None, "title", TITLE_KEY, title)
 
 
@@ -272,7 +290,7 @@ def _tool_call(
         # The same call in this turn: its latest row is the one a page shows.
         doc_id, _seq, body = old
         if title and title != body:
-            docs.delete(doc_id, body)
+            docs.delete(doc_id, session, body)
             docs.insert(session, seq, "tool_call", key, title)
         else:
             docs.move(doc_id, seq)
@@ -369,29 +387,50 @@ class SearchReader:
         self._sqlite = conn.dialect.name == "sqlite"
 
     def ranked(self, match: str, session: str | None, offset: int, limit: int) -> list[Doc]:
-        """Documents matching `match` (FTS5 expression or tsquery literal), best first."""
+        """Documents matching `match` (FTS5 expression or tsquery literal), best first.
+
+        Ranking reads every candidate's statistics, so a query matching very many documents
+        ranks only the newest RANK_WINDOW of them (or as many as the page reaches)."""
         params: dict[str, Any] = {"m": match, "no": False, "n": limit, "o": offset}
-        only = ""
-        if session is not None:
-            only = " AND d.session_id = :sid"
-            params["sid"] = session
+        params["k"] = max(RANK_WINDOW, offset + limit) - 1
         if self._sqlite:
+            if session is not None:
+                params["m"] = f'sess : "{session_token(session)}" AND {match}'
+            floor = self._conn.execute(
+                text(
+                    "SELECT rowid FROM search_fts WHERE search_fts MATCH :m"
+                    " ORDER BY rowid DESC LIMIT 1 OFFSET :k"
+                ),
+                params,
+            ).scalar()
             query = (
                 "SELECT d.id FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
                 + _LIVE_SESSION
-                + " WHERE search_fts MATCH :m"
-                + only
-                + " ORDER BY f.rank, d.id DESC LIMIT :n OFFSET :o"
+                + " WHERE search_fts MATCH :m AND f.rowid >= :floor"
+                " ORDER BY f.rank, d.id DESC LIMIT :n OFFSET :o"
             )
         else:
+            only = ""
+            if session is not None:
+                only = " AND d.session_id = :sid"
+                params["sid"] = session
+            floor = self._conn.execute(
+                text(
+                    "SELECT d.id FROM search_docs d WHERE d.tsv @@ CAST(:m AS tsquery)"
+                    + only
+                    + " ORDER BY d.id DESC LIMIT 1 OFFSET :k"
+                ),
+                params,
+            ).scalar()
             query = (
                 "SELECT d.id FROM search_docs d "
                 + _LIVE_SESSION
-                + " WHERE d.tsv @@ CAST(:m AS tsquery)"
+                + " WHERE d.tsv @@ CAST(:m AS tsquery) AND d.id >= :floor"
                 + only
                 + " ORDER BY ts_rank(d.tsv, CAST(:m AS tsquery)) DESC, d.id DESC"
                 " LIMIT :n OFFSET :o"
             )
+        params["floor"] = floor or 0
         ids = [int(row[0]) for row in self._conn.execute(text(query), params).all()]
         if not ids:
             return []

@@ -39,7 +39,8 @@ def upgrade() -> None:
     op.create_index("ix_search_docs_session_key", "search_docs", ["session_id", "doc_key"])
     if sqlite:
         op.execute(
-            "CREATE VIRTUAL TABLE search_fts USING fts5(terms, grams, content='', tokenize='ascii')"
+            "CREATE VIRTUAL TABLE search_fts USING fts5("
+            "terms, grams, sess, content='', tokenize='ascii')"
         )
     else:
         op.create_index("ix_search_docs_tsv", "search_docs", ["tsv"], postgresql_using="gin")
