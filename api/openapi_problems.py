@@ -41,6 +41,8 @@ from core.errors import (
     InvalidMcpServerError,
     InvalidOptionError,
     InvalidPairingTokenError,
+    InvalidQueryError,
+    InvalidSearchCursorError,
     InvalidTicketError,
     InvalidUsageQueryError,
     McpUnsupportedError,
@@ -129,6 +131,7 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "getUsage": (SessionNotFoundError, InvalidUsageQueryError),
     "setSessionBudget": (SessionNotFoundError,),
     "setDeviceBudget": (DeviceNotFoundError,),
+    "search": (SessionNotFoundError, InvalidQueryError, InvalidSearchCursorError),
 }
 # Routes that answer their own errors in a protocol frame shape (api/errors.py `framed`).
 FRAMED = {"listSessions": "sessions_error", "getTranscript": "transcript_error"}

@@ -58,6 +58,7 @@ class Services:
         self.auth = self.core.auth
         self.feed = self.core.feed
         self.dispatcher = OpDispatcher(self.engine, self.core.idempotent)
+        self.search = self.core.search
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()

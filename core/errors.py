@@ -194,6 +194,18 @@ class InvalidUsageQueryError(DomainError):
     title = "Invalid usage query"
 
 
+class InvalidQueryError(DomainError):
+    """A search query the syntax cannot parse (core/search/query.py)."""
+
+    code = "invalid_query"
+    title = "Invalid search query"
+
+
+class InvalidSearchCursorError(DomainError):
+    code = "invalid_cursor"
+    title = "Invalid search cursor"
+
+
 # -- store and idempotency ---------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from core.engine import Engine
 from core.event_feed import EventFeed
 from core.home import HomeLock, open_home, sqlite_url
 from core.idempotent import IdempotentOps
+from core.search.service import SearchService
 from core.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Runtime:
         )
         self.feed = EventFeed(self.store)
         self.idempotent = IdempotentOps(self.store)
+        self.search = SearchService(self.store)
         self._store_started = False
         self._home: HomeLock | None = None
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import Connection, insert
 
 from core.session import utcnow
+from core.store.search import SearchOp, SearchState, index_ops
 from core.store.tables import EventRow, PartRow
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
@@ -35,6 +36,9 @@ PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
 class WriteBuffer:
     parts: list[PartRowValues] = field(default_factory=list)
     events: list[tuple[str | None, str]] = field(default_factory=list)  # session_id, payload
+    search: list[SearchOp] = field(default_factory=list)  # index steps, in row order
+    # The writer's search states between batches (core/store/search.py); None: read them.
+    search_cache: dict[str, SearchState] | None = None
 
     def add_part(self, row: PartRowValues) -> None:
         self.parts.append(row)
@@ -50,6 +54,7 @@ class WriteBuffer:
         now = utcnow()
         if conn.dialect.name == "sqlite":
             self._flush_sqlite(conn, seqs, now)
+            index_ops(conn, self.search, self.search_cache)
             return seqs
         if self.parts:
             conn.execute(
@@ -59,6 +64,8 @@ class WriteBuffer:
                     for sid, seq, role, part in self.parts
                 ],
             )
+        # After the rows it reads back, in this transaction.
+        index_ops(conn, self.search, self.search_cache)
         if self.events:
             conn.execute(
                 _INSERT_EVENTS,

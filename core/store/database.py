@@ -32,6 +32,7 @@ from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
 from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
+from core.store.search import SearchState, SearchWriter
 from core.store.sessions import SessionRepository
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,9 @@ class UnitOfWork:
         buffer: WriteBuffer | None = None,
     ) -> None:
         self.conn = conn
-        self.sessions = SessionRepository(conn)
-        self.parts = PartRepository(conn, part_seqs, buffer)
+        self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
+        self.sessions = SessionRepository(conn, self.search)
+        self.parts = PartRepository(conn, part_seqs, buffer, self.search)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
@@ -184,6 +186,8 @@ class Store:
         self._closing = threading.Event()
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
+        # The writer's search index states (core/store/search.py), dropped when a batch fails.
+        self._search_states: dict[str, SearchState] = {}
         self._next_event_seq: int | None = None  # the writer's global event counter
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
@@ -281,8 +285,11 @@ class Store:
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""
-        with self._writer_engine.begin() as conn:
-            return fn(UnitOfWork(conn))
+        try:
+            with self._writer_engine.begin() as conn:
+                return fn(UnitOfWork(conn))
+        finally:
+            self._search_states.clear()  # it may have moved a session's search state
 
     def _connect(self) -> Connection:
         conn = self._writer_engine.connect()
@@ -355,12 +362,13 @@ class Store:
                             # The connection died after COMMIT reached the database.
                             self._part_seqs.update(attempted)
                             self._next_event_seq = first + count
+                            self._search_states.clear()
                             self._recovered()
                             self._settle_committed(pending, list(range(first, first + count)))
                             return conn
                         unverified = None
                     with conn.begin():
-                        buffer = WriteBuffer()
+                        buffer = WriteBuffer(search_cache=self._search_states)
                         for job in pending:
                             job.uow = UnitOfWork(conn, self._part_seqs, buffer)
                             ran.append(job.uow)
@@ -375,6 +383,7 @@ class Store:
                     # database holds (the event counter is re-read on the next attempt).
                     attempted = self._undo(ran)
                     self._next_event_seq = None
+                    self._search_states.clear()
                     if conn is not None and (conn.invalidated or conn.closed or is_transient(exc)):
                         with contextlib.suppress(Exception):
                             conn.invalidate()

@@ -57,6 +57,7 @@ OPERATION_IDS = {
     ("post", "/v1/ops"): "submitOp",
     ("post", "/v1/pair"): "pair",
     ("get", "/v1/providers"): "listProviders",
+    ("get", "/v1/search"): "search",
     ("get", "/v1/sessions"): "listSessions",
     ("post", "/v1/sessions"): "createSession",
     ("delete", "/v1/sessions/{session_id}"): "deleteSession",
