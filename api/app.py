@@ -19,7 +19,7 @@ from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, events, health, ops, sessions, usage
+from api.routes import auth, catalog, events, health, ops, sessions, usage, webhooks
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -73,6 +73,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         sessions.router,
         catalog.router,
         usage.router,
+        webhooks.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)
@@ -85,7 +86,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(settings.allow_origins),
-            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
             expose_headers=["Request-Id", "Retry-After", "Idempotent-Replayed"],
             max_age=600,

@@ -22,7 +22,9 @@ from api.settings import Settings, prepare_home
 from core.auth import DeviceAuth
 from core.bus import EventBus
 from core.engine import Engine
+from core.notify.webhooks import WebhookDispatcher, WebhookService
 from core.store.database import Store
+from core.store.events import CommittedEvent
 from core.store.faults import describe
 from core.store.ownership import HomeLock, OwnershipError, claim_home
 
@@ -88,6 +90,10 @@ class Services:
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
         )
         self.dispatcher = OpDispatcher(self.engine, self.store)
+        self.webhooks = WebhookService(self.store)
+        self.webhook_dispatcher = WebhookDispatcher(
+            self.store, backoff_scale=settings.webhook_backoff_scale
+        )
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()
@@ -101,11 +107,17 @@ class Services:
         """Claim the home, open the writer (claiming the database), migrate, then start the
         engine (recovery first). Another owner fails the start before anything is written."""
         self._home = await asyncio.to_thread(open_home, self.settings)
-        await asyncio.to_thread(self.store.start, self.bus.publish)
+        await asyncio.to_thread(self.store.start, self._published)
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
         await self.engine.start()
         self.ready = True
+
+    def _published(self, events: list[CommittedEvent]) -> None:
+        """The store's publish hook (on the loop, after each commit): live streams, then the
+        notifiers, which only look at the batch and wake up."""
+        self.bus.publish(events)
+        self.webhook_dispatcher.notice(events)
 
     async def drain(self) -> None:
         """Stop accepting ops, end turns and agents, then end every stream. Idempotent."""
@@ -170,6 +182,7 @@ class Services:
                 ),
                 name="c2-last-seen",
             )
+            group.create_task(self.webhook_dispatcher.run(), name="c2-webhooks")
 
     async def sweep(self) -> None:
         """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""

@@ -76,6 +76,12 @@ OPERATION_IDS = {
     ("delete", "/v1/sessions/{session_id}/worktree"): "discardWorktree",
     ("get", "/v1/skills"): "listSkills",
     ("get", "/v1/usage"): "getUsage",
+    ("get", "/v1/webhooks"): "listWebhooks",
+    ("post", "/v1/webhooks"): "createWebhook",
+    ("get", "/v1/webhooks/{webhook_id}"): "getWebhook",
+    ("patch", "/v1/webhooks/{webhook_id}"): "updateWebhook",
+    ("delete", "/v1/webhooks/{webhook_id}"): "deleteWebhook",
+    ("get", "/v1/webhooks/{webhook_id}/deliveries"): "listWebhookDeliveries",
     ("post", "/v1/stream-tickets"): "createStreamTicket",
     ("get", "/v1/worktree-baselines"): "getWorktreeBaselines",
 }
