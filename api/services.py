@@ -22,6 +22,7 @@ from api.settings import Settings, prepare_home
 from core.auth import DeviceAuth
 from core.bus import EventBus
 from core.engine import Engine
+from core.notify.push import PushService
 from core.notify.webhooks import WebhookDispatcher, WebhookService
 from core.store.database import Store
 from core.store.events import CommittedEvent
@@ -94,6 +95,7 @@ class Services:
         self.webhook_dispatcher = WebhookDispatcher(
             self.store, backoff_scale=settings.webhook_backoff_scale
         )
+        self.push = PushService(self.store, settings.home, settings.vapid_subject)
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()
@@ -110,6 +112,7 @@ class Services:
         await asyncio.to_thread(self.store.start, self._published)
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
+        await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
         await self.engine.start()
         self.ready = True
 
@@ -118,6 +121,7 @@ class Services:
         notifiers, which only look at the batch and wake up."""
         self.bus.publish(events)
         self.webhook_dispatcher.notice(events)
+        self.push.notice(events)
 
     async def drain(self) -> None:
         """Stop accepting ops, end turns and agents, then end every stream. Idempotent."""
@@ -183,6 +187,7 @@ class Services:
                 name="c2-last-seen",
             )
             group.create_task(self.webhook_dispatcher.run(), name="c2-webhooks")
+            group.create_task(self.push.run(), name="c2-push")
 
     async def sweep(self) -> None:
         """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""

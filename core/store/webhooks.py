@@ -216,9 +216,7 @@ def record_deliveries(conn: Connection, events: list[tuple[int, Event]]) -> int:
         wire = ev.wire()
         session = wire.get("session")
         if session is not None and session not in titles:
-            titles[session] = conn.execute(
-                select(_SESSIONS.c.title).where(_SESSIONS.c.id == session)
-            ).scalar()
+            titles[session] = session_title(conn, session)
         content = None
         if (
             session is not None
@@ -255,6 +253,11 @@ def record_deliveries(conn: Connection, events: list[tuple[int, Event]]) -> int:
     if rows:
         conn.execute(insert(_DELIVERIES), rows)
     return len(rows)
+
+
+def session_title(conn: Connection, session: str) -> str | None:
+    title = conn.execute(select(_SESSIONS.c.title).where(_SESSIONS.c.id == session)).scalar()
+    return str(title) if title is not None else None
 
 
 def turn_text(conn: Connection, session: str) -> str:
