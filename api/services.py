@@ -190,14 +190,20 @@ class Services:
             group.create_task(self.push.run(), name="c2-push")
 
     async def sweep(self) -> None:
-        """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""
+        """Prune events and delivered webhook deliveries past retention, idempotency records
+        past 24 h, dead tokens/tickets."""
         retention = timedelta(days=self.settings.event_retention_days)
         events = await self.store.write(lambda uow: uow.events.prune(retention))
         records = await self.store.write(lambda uow: uow.idempotency.prune())
         secrets = await self.auth.prune()
-        if events or records or secrets:
+        deliveries = await self.webhooks.prune(retention)
+        if events or records or secrets or deliveries:
             log.info(
-                "pruned %d events, %d idempotency records, %d auth rows", events, records, secrets
+                "pruned %d events, %d idempotency records, %d auth rows, %d webhook deliveries",
+                events,
+                records,
+                secrets,
+                deliveries,
             )
 
 

@@ -189,6 +189,13 @@ class WebhookService:
         if not await self._store.write(lambda uow: WebhookRepository(uow.conn).delete(hook_id)):
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
 
+    async def prune(self, retention: timedelta) -> int:
+        """Forget delivered deliveries past `retention` (housekeeping)."""
+        cutoff = utcnow() - retention
+        return await self._store.write(
+            lambda uow: WebhookRepository(uow.conn).prune_delivered(cutoff)
+        )
+
     async def deliveries(self, hook_id: str, limit: int) -> list[dict[str, Any]]:
         def read(r: Any) -> list[dict[str, Any]] | None:
             repo = WebhookRepository(r.conn)

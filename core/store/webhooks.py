@@ -448,6 +448,16 @@ class WebhookRepository:
         )
         return Disabled(webhook_id, hook.url, hook.failures, status)
 
+    def prune_delivered(self, older_than: datetime) -> int:
+        """Forget delivered deliveries created before `older_than` (the event log's
+        retention); pending ones stay until delivered or their webhook is deleted."""
+        result = self._conn.execute(
+            delete(_DELIVERIES).where(
+                _DELIVERIES.c.state == "delivered", _DELIVERIES.c.created_at < older_than
+            )
+        )
+        return int(result.rowcount or 0)
+
     # -- push subscriptions --------------------------------------------------------------------
 
     def subscribe_push(self, sub: PushSubscription) -> None:
