@@ -19,7 +19,18 @@ from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, events, health, ops, search, sessions, usage
+from api.routes import (
+    auth,
+    catalog,
+    events,
+    health,
+    ops,
+    push,
+    search,
+    sessions,
+    usage,
+    webhooks,
+)
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -74,6 +85,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         catalog.router,
         usage.router,
         search.router,
+        webhooks.router,
+        push.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)
@@ -86,7 +99,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(settings.allow_origins),
-            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
             expose_headers=["Request-Id", "Retry-After", "Idempotent-Replayed"],
             max_age=600,

@@ -40,6 +40,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         allow_hosts=args.allow_host,
         allow_origins=args.allow_origin,
+        vapid_subject=args.vapid_subject,
     )
     try:
         # Held until the process exits; the server's own start re-enters this claim.
@@ -138,6 +139,8 @@ ENVIRONMENT = f"""environment:
   C2_MAX_BODY_BYTES         largest request body accepted (default {Settings.max_body_bytes})
   C2_MAX_CONNECTIONS        concurrent connections served (default {Settings.max_connections})
   C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
+  C2_VAPID_SUBJECT          Web Push VAPID `sub` when --vapid-subject is not given
+  C2_WEBHOOK_BACKOFF_SCALE  multiplies webhook retry delays (default 1)
 """
 
 
@@ -186,6 +189,11 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="allow CORS from this origin (closed by default)",
+    )
+    serve.add_argument(
+        "--vapid-subject",
+        metavar="URI",
+        help="Web Push VAPID subject, a mailto: or https: URI (default mailto: of this host)",
     )
     serve.set_defaults(run=_serve)
 

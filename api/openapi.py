@@ -40,7 +40,7 @@ _OPERATION_IDS = {
     "stream_ticket": "createStreamTicket",
 }
 # One tag per resource: the first path segment after /v1, except the probes and pairing.
-_TAGS = {"healthz": "health", "readyz": "health", "pair": "devices"}
+_TAGS = {"healthz": "health", "readyz": "health", "pair": "devices", "push-subscriptions": "push"}
 
 
 def operation_id(route: APIRoute) -> str:

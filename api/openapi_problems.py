@@ -41,14 +41,17 @@ from core.errors import (
     InvalidMcpServerError,
     InvalidOptionError,
     InvalidPairingTokenError,
+    InvalidPushSubscriptionError,
     InvalidQueryError,
     InvalidSearchCursorError,
     InvalidTicketError,
     InvalidUsageQueryError,
+    InvalidWebhookUrlError,
     McpUnsupportedError,
     OperationFailedError,
     PermissionNotPendingError,
     ProviderUnavailableError,
+    PushSubscriptionNotFoundError,
     RateLimitedError,
     RequestIdReusedError,
     SessionNotFoundError,
@@ -58,9 +61,11 @@ from core.errors import (
     TurnAlreadyRunningError,
     TurnFailedError,
     UnauthorizedError,
+    UnknownEventError,
     UnknownModeError,
     UnknownModelError,
     UnknownProviderError,
+    WebhookNotFoundError,
     WorktreeError,
 )
 
@@ -132,6 +137,17 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "setSessionBudget": (SessionNotFoundError,),
     "setDeviceBudget": (DeviceNotFoundError,),
     "search": (SessionNotFoundError, InvalidQueryError, InvalidSearchCursorError),
+    # notifications
+    "createWebhook": (InvalidWebhookUrlError, UnknownEventError, RequestIdReusedError),
+    "listWebhooks": (),
+    "getWebhook": (WebhookNotFoundError,),
+    "updateWebhook": (WebhookNotFoundError, InvalidWebhookUrlError, UnknownEventError),
+    "deleteWebhook": (WebhookNotFoundError,),
+    "listWebhookDeliveries": (WebhookNotFoundError,),
+    "getVapidPublicKey": (),
+    "createPushSubscription": (InvalidPushSubscriptionError,),
+    "listPushSubscriptions": (),
+    "deletePushSubscription": (PushSubscriptionNotFoundError,),
 }
 # Routes that answer their own errors in a protocol frame shape (api/errors.py `framed`).
 FRAMED = {"listSessions": "sessions_error", "getTranscript": "transcript_error"}

@@ -51,6 +51,8 @@ class Services:
             pairing_ttl=timedelta(seconds=settings.pairing_ttl_seconds),
             ticket_ttl=timedelta(seconds=settings.ticket_ttl_seconds),
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
+            webhook_backoff_scale=settings.webhook_backoff_scale,
+            vapid_subject=settings.vapid_subject,
         )
         self.store = self.core.store
         self.bus = self.core.bus
@@ -59,6 +61,8 @@ class Services:
         self.feed = self.core.feed
         self.dispatcher = OpDispatcher(self.engine, self.core.idempotent)
         self.search = self.core.search
+        self.webhooks = self.core.webhooks
+        self.push = self.core.push
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()
@@ -115,9 +119,12 @@ class Services:
                 ),
                 name="c2-last-seen",
             )
+            group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
+            group.create_task(self.push.run(), name="c2-push")
 
     async def sweep(self) -> None:
-        """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""
+        """Prune events and delivered webhook deliveries past retention, idempotency records
+        past 24 h, dead tokens/tickets."""
         await self.core.sweep(timedelta(days=self.settings.event_retention_days))
 
 

@@ -46,6 +46,9 @@ class Settings:
     auth_failures_per_minute: int = 30  # failed bearer/ticket checks per client address
     auth_failures_per_minute_total: int = 300  # the same, all addresses together
     store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
+    # -- notifications (issue 15) --
+    webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
+    vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
 
     @property
     def database_in_home(self) -> bool:
@@ -61,6 +64,7 @@ class Settings:
         port: int = DEFAULT_PORT,
         allow_hosts: Sequence[str] = (),
         allow_origins: Sequence[str] = (),
+        vapid_subject: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Settings:
         """Settings from CLI values, falling back to `env` (the process environment)."""
@@ -71,6 +75,7 @@ class Settings:
         max_body = env.get("C2_MAX_BODY_BYTES")
         max_connections = env.get("C2_MAX_CONNECTIONS")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
+        backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -85,6 +90,8 @@ class Settings:
                 max(8, int(max_connections)) if max_connections else cls.max_connections
             ),
             store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
+            webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
+            vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
         )
 
 

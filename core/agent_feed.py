@@ -248,6 +248,7 @@ class AgentFeed:
                 request_id=pending.input_id,
                 title=pending.title,
                 options=pending.options,
+                tool_kind=ask.kind,
             )
             try:
                 await commit_turn_state(self._store, live, extra=(request,))

@@ -206,6 +206,34 @@ class InvalidSearchCursorError(DomainError):
     title = "Invalid search cursor"
 
 
+# -- notifications (core/notify/) ---------------------------------------------------------------
+
+
+class UnknownEventError(DomainError):
+    code = "unknown_event"
+    title = "Unknown event name"
+
+
+class InvalidWebhookUrlError(DomainError):
+    code = "invalid_webhook_url"
+    title = "Invalid webhook URL"
+
+
+class WebhookNotFoundError(DomainError):
+    code = "no_such_webhook"
+    title = "No such webhook"
+
+
+class InvalidPushSubscriptionError(DomainError):
+    code = "invalid_push_subscription"
+    title = "Invalid push subscription"
+
+
+class PushSubscriptionNotFoundError(DomainError):
+    code = "no_such_push_subscription"
+    title = "No such push subscription"
+
+
 # -- store and idempotency ---------------------------------------------------------------------
 
 

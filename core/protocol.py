@@ -618,6 +618,8 @@ class PermissionRequest(_Event):
     request_id: str
     title: str
     options: list[tuple[str, str]]
+    # Additive: the ACP kind of the tool call asking (edit, execute, ...), when the agent says.
+    tool_kind: str | None = None
 
 
 class PermissionResolved(_Event):
@@ -751,6 +753,19 @@ class ErrorEvent(_Event):
     stderr_tail: str | None = None
 
 
+class WebhookDisabled(_Event):
+    """A webhook was disabled after repeated failed deliveries (issue 15); `PATCH
+    /v1/webhooks/{id}` with `{"enabled": true}` re-enables it. Not tied to a session."""
+
+    event: Literal["webhook_disabled"] = "webhook_disabled"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"session", "last_status"})
+    session: None = None
+    webhook: str
+    url: str
+    failures: int
+    last_status: int | None
+
+
 Event = Annotated[
     SessionCreated
     | SessionDeleted
@@ -771,7 +786,8 @@ Event = Annotated[
     | ConfigOptions
     | ExecutionPolicyChanged
     | TurnEnded
-    | ErrorEvent,
+    | ErrorEvent
+    | WebhookDisabled,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -20,8 +20,11 @@ from core.engine import Engine
 from core.event_feed import EventFeed
 from core.home import HomeLock, open_home, sqlite_url
 from core.idempotent import IdempotentOps
+from core.notify.push import PushService
+from core.notify.webhooks import WebhookDispatcher, WebhookService
 from core.search.service import SearchService
 from core.store.database import Store
+from core.store.events import CommittedEvent
 
 log = logging.getLogger(__name__)
 # Builds the engine over the runtime's store (and bus, for engines that want it).
@@ -41,6 +44,8 @@ class Runtime:
         pairing_ttl: timedelta = timedelta(minutes=15),
         ticket_ttl: timedelta = timedelta(minutes=5),
         pair_attempts_per_minute: int = 10,
+        webhook_backoff_scale: float = 1.0,
+        vapid_subject: str = "",
     ) -> None:
         self.home = home
         self.database_url = database_url
@@ -57,6 +62,9 @@ class Runtime:
         self.feed = EventFeed(self.store)
         self.idempotent = IdempotentOps(self.store)
         self.search = SearchService(self.store)
+        self.webhooks = WebhookService(self.store)
+        self.webhook_dispatcher = WebhookDispatcher(self.store, backoff_scale=webhook_backoff_scale)
+        self.push = PushService(self.store, home, vapid_subject)
         self._store_started = False
         self._home: HomeLock | None = None
 
@@ -66,10 +74,18 @@ class Runtime:
         before anything is written."""
         in_home = self.database_url == sqlite_url(self.home)
         self._home = await asyncio.to_thread(open_home, self.home, create_database=in_home)
-        await asyncio.to_thread(self.store.start, self.bus.publish)
+        await asyncio.to_thread(self.store.start, self._published)
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
+        await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
         await self.engine.start()
+
+    def _published(self, events: list[CommittedEvent]) -> None:
+        """The store's publish hook (on the loop, after each commit): live streams, then the
+        notifiers, which only look at the batch and wake up."""
+        self.bus.publish(events)
+        self.webhook_dispatcher.notice(events)
+        self.push.notice(events)
 
     def unavailable(self) -> bool:
         """The store knows it cannot take writes now."""
@@ -89,13 +105,19 @@ class Runtime:
         return True
 
     async def sweep(self, event_retention: timedelta) -> None:
-        """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""
+        """Prune events and delivered webhook deliveries past retention, idempotency records
+        past 24 h, dead tokens/tickets."""
         events = await self.store.write(lambda uow: uow.events.prune(event_retention))
         records = await self.store.write(lambda uow: uow.idempotency.prune())
         secrets = await self.auth.prune()
-        if events or records or secrets:
+        deliveries = await self.webhooks.prune(event_retention)
+        if events or records or secrets or deliveries:
             log.info(
-                "pruned %d events, %d idempotency records, %d auth rows", events, records, secrets
+                "pruned %d events, %d idempotency records, %d auth rows, %d webhook deliveries",
+                events,
+                records,
+                secrets,
+                deliveries,
             )
 
     async def close(self) -> None:

@@ -24,6 +24,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
+from core.notify.payloads import WEBHOOK_EVENTS
 from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
@@ -34,6 +35,7 @@ from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
 from core.store.search import SearchState, SearchWriter
 from core.store.sessions import SessionRepository
+from core.store.webhooks import record_deliveries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,12 +77,18 @@ class UnitOfWork:
         self._queued: list[tuple[int, str | None, str]] = []
 
     def emit(self, ev: Event) -> None:
-        """Append `ev` to the event log in this transaction."""
+        """Append `ev` to the event log in this transaction, with the webhook deliveries it
+        needs (the outbox: committed, or not, together with the event)."""
         payload = encode_event(ev)
+        notify = ev if ev.event in WEBHOOK_EVENTS else None
         if self._buffer is None:
-            self.committed.append(self.events.append_encoded(ev.session, payload))
+            committed = self.events.append_encoded(ev.session, payload)
+            self.committed.append(committed)
+            if notify is not None:
+                record_deliveries(self.conn, [(committed.seq, notify)])
         else:
-            self._queued.append((self._buffer.add_event(ev.session, payload), ev.session, payload))
+            index = self._buffer.add_event(ev.session, payload, notify)
+            self._queued.append((index, ev.session, payload))
 
     def settle(self, seqs: list[int]) -> None:
         """Resolve queued events to their sequences after the batch flushed."""
