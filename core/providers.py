@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.client import LaunchSpec
+from core.agents.port import LaunchSpec
 from core.errors import DomainError
 from core.mcp_servers import InvalidMcpServerError, McpServer, parse_mcp_servers
 from core.protocol import (
