@@ -14,6 +14,7 @@ from core.agents.updates import AgentError
 from core.errors import (
     DomainError,
     InvalidCwdError,
+    ProviderUnavailableError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
     TurnFailedError,
@@ -33,7 +34,7 @@ from core.protocol import (
     WorktreeBase,
     provider_key,
 )
-from core.providers import ProviderRegistry, ProviderUnavailableError
+from core.providers import ProviderRegistry
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork

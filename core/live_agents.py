@@ -15,10 +15,15 @@ from collections.abc import Callable, Iterator
 from core.acp_sessions import agent_failure
 from core.agents.port import Agent, AgentFactory
 from core.agents.updates import AgentError
-from core.errors import CapacityError, SessionNotFoundError, StoreUnavailableError
+from core.errors import (
+    CapacityError,
+    ProviderUnavailableError,
+    SessionNotFoundError,
+    StoreUnavailableError,
+)
 from core.live import LiveSession, SessionFeed
 from core.processes import AgentRecords
-from core.providers import ProviderRegistry, ProviderUnavailableError
+from core.providers import ProviderRegistry
 from core.session import SessionRecord
 from core.store.database import Store
 from core.supervisor import Supervisor

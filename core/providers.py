@@ -17,11 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.client import LaunchSpec
-from core.errors import InvalidMcpServerError, UnknownProviderError
-from core.errors import (
-    ProviderUnavailableError as ProviderUnavailableError,  # engine imports it here
-)
+from core.agents.port import LaunchSpec
+from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
 from core.mcp_servers import McpServer, parse_mcp_servers
 from core.protocol import (
     BUILTIN_PROVIDERS,

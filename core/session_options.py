@@ -56,6 +56,17 @@ class SessionOptions:
         self._store = store
         self._reporter = reporter
 
+    async def _load(self, session_id: str, request_id: str | None, doing: str) -> LiveSession:
+        """The loaded session; a missing one is refused (and broadcast) as "couldn't `doing`:
+        no such session", a new error rather than the registry's reworded."""
+        try:
+            return await self._live.load(session_id, request_id)
+        except SessionNotFoundError:
+            error = SessionNotFoundError(
+                f"couldn't {doing}: no such session", session=session_id, request_id=request_id
+            )
+            raise await self._reporter.reject(error, terminal=False) from None
+
     async def set_policy(
         self,
         session_id: str,
@@ -64,11 +75,7 @@ class SessionOptions:
         request_id: str | None,
     ) -> PolicyResult:
         """Atomic two-axis write: persisted, applied live, then broadcast (§2.3)."""
-        try:
-            live = await self._live.load(session_id, request_id)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't update execution policy: no such session"
-            raise await self._reporter.reject(exc, terminal=False) from None
+        live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy
             policy = ExecutionPolicy(mode=mode or current.mode, sandbox=sandbox or current.sandbox)
@@ -94,11 +101,7 @@ class SessionOptions:
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
         has one), persist, broadcast `models`; without a live agent it applies at revival."""
-        try:
-            live = await self._live.load(op.session)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't change model: no such session"
-            raise await self._reporter.reject(exc, terminal=False) from None
+        live = await self._load(op.session, None, "change model")
         async with live.lock:
             models = live.record.models
             if models is not None and op.model not in {m.id for m in models.available}:
@@ -131,11 +134,7 @@ class SessionOptions:
     async def set_mode(self, op: SetModeOp) -> ModeResult:
         """`session/set_mode` for one of the agent's modes; persisted, broadcast as `modes`;
         without a live agent it applies at revival."""
-        try:
-            live = await self._live.load(op.session, op.request_id)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't change mode: no such session"
-            raise await self._reporter.reject(exc, terminal=False) from None
+        live = await self._load(op.session, op.request_id, "change mode")
         async with live.lock:
             modes = live.record.modes
             if modes is None or op.mode_id not in {m.id for m in modes.available}:

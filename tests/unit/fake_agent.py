@@ -220,7 +220,7 @@ class Harness:
 
 
 def _ends_turn(ev: dict[str, Any]) -> bool:
-    return ev["event"] == "turn_ended" or (ev["event"] == "error" and ev["terminal"])
+    return bool(ev["event"] == "turn_ended" or (ev["event"] == "error" and ev["terminal"]))
 
 
 @asynccontextmanager

@@ -14,6 +14,7 @@ from core.errors import (
     CapacityError,
     OperationFailedError,
     PermissionNotPendingError,
+    SessionNotFoundError,
     TurnAlreadyRunningError,
     UnknownModelError,
 )
@@ -235,3 +236,21 @@ async def test_stricter_policy_restarts_an_agent_holding_grants(tmp_path: Path) 
         await h.turn(sid, "next")
         assert len(agents.started) == 2 and agents.started[0].closed
         assert agents.last.calls[0][0] == "load_session"
+
+
+async def test_settings_of_a_missing_session_name_what_failed(tmp_path: Path) -> None:
+    """A settings op on an unknown session is refused with what it could not do, the same
+    words in the problem and in the broadcast error event."""
+    async with running(tmp_path, FakeAgents()) as h:
+        op = SetExecutionPolicyOp(
+            session="nope", mode=PermissionMode.ASK, sandbox=SandboxPolicy.READ_ONLY, request_id="r"
+        )
+        with pytest.raises(SessionNotFoundError) as refused:
+            await h.engine.submit(op)
+        message = "couldn't update execution policy: no such session"
+        assert refused.value.message == str(refused.value) == message
+        assert refused.value.request_id == "r"
+        event = await h.until("error")
+        assert event["message"] == message and event["terminal"] is False
+        with pytest.raises(SessionNotFoundError, match="couldn't change model"):
+            await h.engine.submit(SetModelOp(session="nope", model="large"))
