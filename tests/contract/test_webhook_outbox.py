@@ -14,28 +14,14 @@ import pytest
 
 from core.protocol import ErrorEvent, TurnEnded
 from core.session import utcnow
-from core.store.database import Store, UnitOfWork, sqlite_url
+from core.store.database import Store, UnitOfWork
 from core.store.webhooks import WebhookRepository
-from tests.contract.pg import PG_URL, pg_schema_url
+from tests.contract.pg import STORES, database_url_for
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    with pg_schema_url("c2_outbox") as url:
+    with database_url_for(request.param, tmp_path, "c2_outbox") as url:
         yield url
 
 

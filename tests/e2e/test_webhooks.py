@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.contract.pg import PG_URL, pg_schema_url
+from tests.contract.pg import STORES, running_server
 from tests.e2e.harness import C2Server, Client, EventStream
 from tests.notify.receivers import Received, Receiver
 
@@ -26,35 +26,11 @@ SECRET = "whsec-test-0123456789"
 FAST = {"C2_WEBHOOK_BACKOFF_SCALE": "0.01"}
 
 
-def _store_params() -> list[Any]:
-    return [
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ]
-
-
-@pytest.fixture(params=_store_params())
+@pytest.fixture(params=STORES)
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C2Server]:
     """A server of this test's own (tests restart it and count its webhooks' deliveries)."""
-    if request.param == "sqlite":
-        c2 = C2Server(tmp_path / "home", env=FAST)
-        c2.start()
+    with running_server(request.param, tmp_path / "home", "c2_hooks", env=FAST) as c2:
         yield c2
-        c2.stop()
-        return
-    with pg_schema_url("c2_hooks") as url:
-        c2 = C2Server(tmp_path / "home", env={**FAST, "C2_DATABASE_URL": url})
-        c2.start()
-        try:
-            yield c2
-        finally:
-            c2.stop()
 
 
 @pytest.fixture
