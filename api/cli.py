@@ -43,8 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
         vapid_subject=args.vapid_subject,
     )
     if settings.vapid_subject and not settings.vapid_subject.startswith(("mailto:", "https:")):
-        print("c2: --vapid-subject must be a mailto: or https: URI", file=sys.stderr)
-        return 2
+        return _fail("--vapid-subject must be a mailto: or https: URI", 2)
     try:
         # Held until the process exits; the server's own start re-enters this claim.
         home_claim = preflight(settings)
