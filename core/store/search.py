@@ -33,7 +33,7 @@ from core.search.tokens import tokenize
 DOC_CHARS = 32_000
 TITLE_KEY = "title"
 # Ranking reads each candidate's statistics: beyond this many matches only the newest rank.
-RANK_WINDOW = 4000
+RANK_WINDOW = 2000
 
 # An index step, in transcript order: a row (seq, role, part) or the end of a turn (None).
 SearchOp = tuple[str, int, str, Part] | tuple[str, None, None, None]
@@ -403,12 +403,9 @@ class SearchReader:
                 ),
                 params,
             ).scalar()
-            query = (
-                "SELECT d.id FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
-                + _LIVE_SESSION
-                + " WHERE search_fts MATCH :m AND f.rowid >= :floor"
-                " ORDER BY f.rank, d.id DESC LIMIT :n OFFSET :o"
-            )
+            params["floor"] = floor or 0
+            ids = self._ranked_sqlite(params, offset + limit)[offset:]
+            return self._docs(ids)
         else:
             only = ""
             if session is not None:
@@ -431,7 +428,28 @@ class SearchReader:
                 " LIMIT :n OFFSET :o"
             )
         params["floor"] = floor or 0
-        ids = [int(row[0]) for row in self._conn.execute(text(query), params).all()]
+        return self._docs([int(row[0]) for row in self._conn.execute(text(query), params).all()])
+
+    def _ranked_sqlite(self, params: dict[str, Any], want: int) -> list[int]:
+        """The best `want` live document ids: FTS5 ranks alone (its sorter keeps the top
+        rows), then deleted sessions' documents are dropped, fetching more if they were many."""
+        fetch = want + 16
+        while True:
+            rows = self._conn.execute(
+                text(
+                    "SELECT c.id, s.archived FROM (SELECT rowid AS id, rank FROM search_fts"
+                    " WHERE search_fts MATCH :m AND rowid >= :floor ORDER BY rank LIMIT :f) c"
+                    " JOIN search_docs d ON d.id = c.id JOIN sessions s ON s.id = d.session_id"
+                    " ORDER BY c.rank, c.id DESC"
+                ),
+                params | {"f": fetch},
+            ).all()
+            live = [int(row[0]) for row in rows if not row[1]]
+            if len(live) >= want or len(rows) < fetch:
+                return live[:want]
+            fetch *= 4
+
+    def _docs(self, ids: list[int]) -> list[Doc]:
         if not ids:
             return []
         rows = self._conn.execute(
@@ -461,11 +479,19 @@ class SearchReader:
             out.append(Doc(str(sid), int(first), str(kind), "".join(t for _s, t in rows)))
         return out
 
-    def page_before(self, session: str, seq: int) -> int | None:
-        """The transcript cursor whose page holds row `seq`: the next user row (None: the
-        newest page). Pages end just below their cursor and always hold whole turns."""
-        found = self._conn.execute(
-            text("SELECT min(seq) FROM parts WHERE session_id = :s AND role = 'user' AND seq > :q"),
-            {"s": session, "q": seq},
-        ).scalar()
-        return None if found is None else int(found)
+    def pages_before(self, rows: list[tuple[str, int]]) -> list[int | None]:
+        """For each (session, seq): the transcript cursor whose page holds that row, i.e. the
+        session's next user row (None: the newest page). Pages end just below their cursor
+        and always hold whole turns. One statement for all rows."""
+        if not rows:
+            return []
+        params: dict[str, Any] = {}
+        columns = []
+        for i, (session, seq) in enumerate(rows):
+            params[f"s{i}"], params[f"q{i}"] = session, seq
+            columns.append(
+                f"(SELECT min(seq) FROM parts WHERE session_id = :s{i} AND role = 'user'"
+                f" AND seq > :q{i})"
+            )
+        found = self._conn.execute(text("SELECT " + ", ".join(columns)), params).one()
+        return [None if value is None else int(value) for value in found]
