@@ -219,6 +219,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="c2-bench-search-") as tmp:
         if args.writer_rows:
             writer_cost(args.store, Path(tmp), args.writer_rows)
+        if not args.rows:
+            return
         directory = args.keep or Path(tmp) / "big"
         directory.mkdir(exist_ok=True)
         if args.store == "sqlite" and (directory / "c2.db").exists():

@@ -59,6 +59,12 @@ class SearchState:
     bound: int | None = None
 
 
+_PG_INSERT = (
+    "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
+    " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))"
+)
+
+
 def session_token(session: str) -> str:
     """The FTS5 token naming a session (its id in hex: one token whatever the id holds), so
     a session filter is one more term of the full-text query."""
@@ -106,6 +112,14 @@ class DocWriter:
 
     def __init__(self, conn: Connection) -> None:
         self._sql = _Sql(conn)
+        # PostgreSQL: unkeyed documents wait for one executemany (a round trip per batch,
+        # not per message); `flush` sends them.
+        self._deferred: list[dict[str, Any]] = []
+
+    def flush(self) -> None:
+        if self._deferred:
+            self._sql.many(_PG_INSERT, self._deferred)
+            self._deferred = []
 
     def insert(self, session: str, seq: int | None, kind: str, key: str | None, body: str) -> None:
         tokens = tokenize(body)
@@ -127,12 +141,10 @@ class DocWriter:
                     "s": session_token(session),
                 },
             )
+        elif key is None:
+            self._deferred.append(values | {"tsv": tokens.tsvector()})
         else:
-            self._sql.run(
-                "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
-                " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))",
-                values | {"tsv": tokens.tsvector()},
-            )
+            self._sql.run(_PG_INSERT, values | {"tsv": tokens.tsvector()})
 
     def delete(self, doc_id: int, session: str, body: str) -> None:
         if self._sql.sqlite:
@@ -337,6 +349,7 @@ def index_ops(
             docs.insert(session, seq, "prompt", None, part.text)
         elif isinstance(part, ToolCallPart):
             _tool_call(docs, session, seq, st, part)
+    docs.flush()
     _save_states(conn, states)
 
 
