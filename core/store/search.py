@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from core.protocol import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
 from core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which
@@ -355,8 +355,6 @@ def index_ops(
 
 def reindex_session(conn: Connection, session: str, title: str, batch: int = 2000) -> None:
     """Index a session's existing transcript and title from scratch (the migration)."""
-    from core.protocol import PART_ADAPTER
-
     DocWriter(conn).set_title(session, title)
     after = -1
     while True:
@@ -419,27 +417,26 @@ class SearchReader:
             params["floor"] = floor or 0
             ids = self._ranked_sqlite(params, offset + limit)[offset:]
             return self._docs(ids)
-        else:
-            only = ""
-            if session is not None:
-                only = " AND d.session_id = :sid"
-                params["sid"] = session
-            floor = self._conn.execute(
-                text(
-                    "SELECT d.id FROM search_docs d WHERE d.tsv @@ CAST(:m AS tsquery)"
-                    + only
-                    + " ORDER BY d.id DESC LIMIT 1 OFFSET :k"
-                ),
-                params,
-            ).scalar()
-            query = (
-                "SELECT d.id FROM search_docs d "
-                + _LIVE_SESSION
-                + " WHERE d.tsv @@ CAST(:m AS tsquery) AND d.id >= :floor"
+        only = ""
+        if session is not None:
+            only = " AND d.session_id = :sid"
+            params["sid"] = session
+        floor = self._conn.execute(
+            text(
+                "SELECT d.id FROM search_docs d WHERE d.tsv @@ CAST(:m AS tsquery)"
                 + only
-                + " ORDER BY ts_rank(d.tsv, CAST(:m AS tsquery)) DESC, d.id DESC"
-                " LIMIT :n OFFSET :o"
-            )
+                + " ORDER BY d.id DESC LIMIT 1 OFFSET :k"
+            ),
+            params,
+        ).scalar()
+        query = (
+            "SELECT d.id FROM search_docs d "
+            + _LIVE_SESSION
+            + " WHERE d.tsv @@ CAST(:m AS tsquery) AND d.id >= :floor"
+            + only
+            + " ORDER BY ts_rank(d.tsv, CAST(:m AS tsquery)) DESC, d.id DESC"
+            " LIMIT :n OFFSET :o"
+        )
         params["floor"] = floor or 0
         return self._docs([int(row[0]) for row in self._conn.execute(text(query), params).all()])
 
