@@ -108,10 +108,12 @@ async def _write(store: Store, rows: int, sessions: int) -> tuple[float, int]:
     return time.perf_counter() - started, rows
 
 
-def _url(kind: str, directory: Path) -> str:
+def _url(kind: str, directory: Path, fresh: bool = True) -> str:
     if kind == "sqlite":
         return sqlite_url(directory)
     url = os.environ["C2_BENCH_DATABASE_URL"]
+    if not fresh:
+        return url
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text("DROP SCHEMA public CASCADE"))
@@ -214,6 +216,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40, help="distinct queries per type")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--keep", type=Path, help="SQLite: build into (or reuse) this folder")
+    parser.add_argument("--reuse", action="store_true", help="PostgreSQL: query the last build")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="c2-bench-search-") as tmp:
         if args.writer_rows:
@@ -222,9 +225,9 @@ def main() -> None:
             return
         directory = args.keep or Path(tmp) / "big"
         directory.mkdir(exist_ok=True)
-        if args.store == "sqlite" and (directory / "c2.db").exists():
-            store = Store(sqlite_url(directory))
-            print(f"reusing {directory / 'c2.db'}")
+        if (args.store == "sqlite" and (directory / "c2.db").exists()) or args.reuse:
+            store = Store(_url(args.store, directory, fresh=False))
+            print(f"reusing the {args.store} database built before")
         else:
             store = _store(args.store, directory)
             seconds, rows = _run(store, lambda: _write(store, args.rows, SESSIONS))

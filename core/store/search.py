@@ -421,24 +421,21 @@ class SearchReader:
         if session is not None:
             only = " AND d.session_id = :sid"
             params["sid"] = session
-        floor = self._conn.execute(
-            text(
-                "SELECT d.id FROM search_docs d WHERE d.tsv @@ CAST(:m AS tsquery)"
-                + only
-                + " ORDER BY d.id DESC LIMIT 1 OFFSET :k"
-            ),
-            params,
-        ).scalar()
+        params["w"] = params["k"] + 1
+        # One GIN scan: the newest matches (at most the window), ranked, the page's documents
+        # read in the same statement (a round trip is most of a small query's time).
         query = (
-            "SELECT d.id FROM search_docs d "
+            "SELECT x.id, x.session_id, x.seq, x.kind, x.body FROM (SELECT d.id,"
+            " ts_rank(d.tsv, CAST(:m AS tsquery)) AS rk FROM (SELECT id, session_id, tsv"
+            " FROM search_docs WHERE tsv @@ CAST(:m AS tsquery)"
+            + only.replace("d.", "")
+            + " ORDER BY id DESC LIMIT :w) d "
             + _LIVE_SESSION
-            + " WHERE d.tsv @@ CAST(:m AS tsquery) AND d.id >= :floor"
-            + only
-            + " ORDER BY ts_rank(d.tsv, CAST(:m AS tsquery)) DESC, d.id DESC"
-            " LIMIT :n OFFSET :o"
+            + " ORDER BY rk DESC, d.id DESC LIMIT :n OFFSET :o) r"
+            " JOIN search_docs x ON x.id = r.id ORDER BY r.rk DESC, r.id DESC"
         )
-        params["floor"] = floor or 0
-        return self._docs([int(row[0]) for row in self._conn.execute(text(query), params).all()])
+        rows = self._conn.execute(text(query), params).all()
+        return [Doc(str(r[1]), r[2], str(r[3]), str(r[4])) for r in rows]
 
     def _ranked_sqlite(self, params: dict[str, Any], want: int) -> list[int]:
         """The best `want` live document ids: FTS5 ranks alone (its sorter keeps the top
