@@ -73,15 +73,18 @@ def _search(
         match = to_fts5(query) if read.conn.dialect.name == "sqlite" else to_tsquery(query)
         docs += reader.ranked(match, session, max(0, offset - len(streaming)), rest)
     more = len(docs) > size
+    docs = docs[:size]
+    anchored = [(doc.session, doc.seq) for doc in docs if doc.seq is not None]
+    pages = iter(reader.pages_before(anchored))
     hits = [
         {
             "session": doc.session,
             "transcript_seq": doc.seq,
-            "before": None if doc.seq is None else reader.page_before(doc.session, doc.seq),
+            "before": None if doc.seq is None else next(pages),
             "kind": doc.kind,
             "snippet": snippet(doc.body, query),
         }
-        for doc in docs[:size]
+        for doc in docs
     ]
     next_cursor = encode_cursor(offset + size) if more and offset + size <= _MAX_OFFSET else None
     return {"kind": "search", "hits": hits, "next_cursor": next_cursor}

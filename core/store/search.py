@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from core.protocol import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
 from core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which
@@ -33,7 +33,7 @@ from core.search.tokens import tokenize
 DOC_CHARS = 32_000
 TITLE_KEY = "title"
 # Ranking reads each candidate's statistics: beyond this many matches only the newest rank.
-RANK_WINDOW = 4000
+RANK_WINDOW = 2000
 
 # An index step, in transcript order: a row (seq, role, part) or the end of a turn (None).
 SearchOp = tuple[str, int, str, Part] | tuple[str, None, None, None]
@@ -57,6 +57,12 @@ class SearchState:
     size: int = 0  # characters in pending
     # The session's first row in the current batch (None: none): rows read back stop there.
     bound: int | None = None
+
+
+_PG_INSERT = (
+    "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
+    " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))"
+)
 
 
 def session_token(session: str) -> str:
@@ -106,6 +112,14 @@ class DocWriter:
 
     def __init__(self, conn: Connection) -> None:
         self._sql = _Sql(conn)
+        # PostgreSQL: unkeyed documents wait for one executemany (a round trip per batch,
+        # not per message); `flush` sends them.
+        self._deferred: list[dict[str, Any]] = []
+
+    def flush(self) -> None:
+        if self._deferred:
+            self._sql.many(_PG_INSERT, self._deferred)
+            self._deferred = []
 
     def insert(self, session: str, seq: int | None, kind: str, key: str | None, body: str) -> None:
         tokens = tokenize(body)
@@ -127,12 +141,10 @@ class DocWriter:
                     "s": session_token(session),
                 },
             )
+        elif key is None:
+            self._deferred.append(values | {"tsv": tokens.tsvector()})
         else:
-            self._sql.run(
-                "INSERT INTO search_docs (session_id, seq, kind, doc_key, body, tsv)"
-                " VALUES (:s, :q, :k, :key, :b, CAST(:tsv AS tsvector))",
-                values | {"tsv": tokens.tsvector()},
-            )
+            self._sql.run(_PG_INSERT, values | {"tsv": tokens.tsvector()})
 
     def delete(self, doc_id: int, session: str, body: str) -> None:
         if self._sql.sqlite:
@@ -337,13 +349,12 @@ def index_ops(
             docs.insert(session, seq, "prompt", None, part.text)
         elif isinstance(part, ToolCallPart):
             _tool_call(docs, session, seq, st, part)
+    docs.flush()
     _save_states(conn, states)
 
 
 def reindex_session(conn: Connection, session: str, title: str, batch: int = 2000) -> None:
     """Index a session's existing transcript and title from scratch (the migration)."""
-    from core.protocol import PART_ADAPTER
-
     DocWriter(conn).set_title(session, title)
     after = -1
     while True:
@@ -403,35 +414,49 @@ class SearchReader:
                 ),
                 params,
             ).scalar()
-            query = (
-                "SELECT d.id FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
-                + _LIVE_SESSION
-                + " WHERE search_fts MATCH :m AND f.rowid >= :floor"
-                " ORDER BY f.rank, d.id DESC LIMIT :n OFFSET :o"
-            )
-        else:
-            only = ""
-            if session is not None:
-                only = " AND d.session_id = :sid"
-                params["sid"] = session
-            floor = self._conn.execute(
+            params["floor"] = floor or 0
+            ids = self._ranked_sqlite(params, offset + limit)[offset:]
+            return self._docs(ids)
+        only = ""
+        if session is not None:
+            only = " AND d.session_id = :sid"
+            params["sid"] = session
+        params["w"] = params["k"] + 1
+        # One GIN scan: the newest matches (at most the window), ranked, the page's documents
+        # read in the same statement (a round trip is most of a small query's time).
+        query = (
+            "SELECT x.id, x.session_id, x.seq, x.kind, x.body FROM (SELECT d.id,"
+            " ts_rank(d.tsv, CAST(:m AS tsquery)) AS rk FROM (SELECT id, session_id, tsv"
+            " FROM search_docs WHERE tsv @@ CAST(:m AS tsquery)"
+            + only.replace("d.", "")
+            + " ORDER BY id DESC LIMIT :w) d "
+            + _LIVE_SESSION
+            + " ORDER BY rk DESC, d.id DESC LIMIT :n OFFSET :o) r"
+            " JOIN search_docs x ON x.id = r.id ORDER BY r.rk DESC, r.id DESC"
+        )
+        rows = self._conn.execute(text(query), params).all()
+        return [Doc(str(r[1]), r[2], str(r[3]), str(r[4])) for r in rows]
+
+    def _ranked_sqlite(self, params: dict[str, Any], want: int) -> list[int]:
+        """The best `want` live document ids: FTS5 ranks alone (its sorter keeps the top
+        rows), then deleted sessions' documents are dropped, fetching more if they were many."""
+        fetch = want + 16
+        while True:
+            rows = self._conn.execute(
                 text(
-                    "SELECT d.id FROM search_docs d WHERE d.tsv @@ CAST(:m AS tsquery)"
-                    + only
-                    + " ORDER BY d.id DESC LIMIT 1 OFFSET :k"
+                    "SELECT c.id, s.archived FROM (SELECT rowid AS id, rank FROM search_fts"
+                    " WHERE search_fts MATCH :m AND rowid >= :floor ORDER BY rank LIMIT :f) c"
+                    " JOIN search_docs d ON d.id = c.id JOIN sessions s ON s.id = d.session_id"
+                    " ORDER BY c.rank, c.id DESC"
                 ),
-                params,
-            ).scalar()
-            query = (
-                "SELECT d.id FROM search_docs d "
-                + _LIVE_SESSION
-                + " WHERE d.tsv @@ CAST(:m AS tsquery) AND d.id >= :floor"
-                + only
-                + " ORDER BY ts_rank(d.tsv, CAST(:m AS tsquery)) DESC, d.id DESC"
-                " LIMIT :n OFFSET :o"
-            )
-        params["floor"] = floor or 0
-        ids = [int(row[0]) for row in self._conn.execute(text(query), params).all()]
+                params | {"f": fetch},
+            ).all()
+            live = [int(row[0]) for row in rows if not row[1]]
+            if len(live) >= want or len(rows) < fetch:
+                return live[:want]
+            fetch *= 4
+
+    def _docs(self, ids: list[int]) -> list[Doc]:
         if not ids:
             return []
         rows = self._conn.execute(
@@ -461,11 +486,19 @@ class SearchReader:
             out.append(Doc(str(sid), int(first), str(kind), "".join(t for _s, t in rows)))
         return out
 
-    def page_before(self, session: str, seq: int) -> int | None:
-        """The transcript cursor whose page holds row `seq`: the next user row (None: the
-        newest page). Pages end just below their cursor and always hold whole turns."""
-        found = self._conn.execute(
-            text("SELECT min(seq) FROM parts WHERE session_id = :s AND role = 'user' AND seq > :q"),
-            {"s": session, "q": seq},
-        ).scalar()
-        return None if found is None else int(found)
+    def pages_before(self, rows: list[tuple[str, int]]) -> list[int | None]:
+        """For each (session, seq): the transcript cursor whose page holds that row, i.e. the
+        session's next user row (None: the newest page). Pages end just below their cursor
+        and always hold whole turns. One statement for all rows."""
+        if not rows:
+            return []
+        params: dict[str, Any] = {}
+        columns = []
+        for i, (session, seq) in enumerate(rows):
+            params[f"s{i}"], params[f"q{i}"] = session, seq
+            columns.append(
+                f"(SELECT min(seq) FROM parts WHERE session_id = :s{i} AND role = 'user'"
+                f" AND seq > :q{i})"
+            )
+        found = self._conn.execute(text("SELECT " + ", ".join(columns)), params).one()
+        return [None if value is None else int(value) for value in found]

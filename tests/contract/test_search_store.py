@@ -124,3 +124,43 @@ def test_the_index_rolls_back_with_its_rows(database_url: str) -> None:
         assert [h["kind"] for h in _hits(store, '"streamed answer"')] == ["text"]
     finally:
         store.close()
+
+
+def test_a_long_message_becomes_documents_as_it_grows(database_url: str) -> None:
+    """Past DOC_CHARS a streamed message is indexed while it streams (bounded memory); every
+    part stays findable, before and after the turn ends."""
+    store = Store(database_url)
+    store.migrate()
+    chunk = "filler " * 140 + "\n"  # 981 characters
+
+    async def scenario() -> None:
+        store.start()
+        try:
+            record = SessionRecord(id="long", provider="p", cwd="/", title="t")
+            await store.write(lambda uow: uow.sessions.insert(record))
+            for i in range(80):  # about 78,000 characters: three documents
+                text_ = ("early " if i == 1 else "") + ("late " if i == 78 else "") + chunk
+                store.submit(
+                    lambda uow, t=text_: uow.parts.append("long", "agent", TextPart(text=t))
+                )
+            await store.write(lambda uow: None)
+            assert [h["kind"] for h in _hits(store, "early")] == ["text"]
+            assert [h["kind"] for h in _hits(store, "late")] == ["text"]  # still streaming
+            await store.write(lambda uow: uow.search.turn_ended("long"))
+        finally:
+            store.close()
+
+    asyncio.run(scenario())
+    store = Store(database_url)
+    try:
+        early, late = _hits(store, "early"), _hits(store, "late")
+        assert [h["transcript_seq"] for h in early] == [0]
+        assert len(late) == 1 and late[0]["transcript_seq"] > 0
+        docs = store.read_sync(
+            lambda r: r.conn.execute(
+                text("SELECT count(*) FROM search_docs WHERE kind = 'text'")
+            ).scalar()
+        )
+        assert docs == 3
+    finally:
+        store.close()
