@@ -1,5 +1,15 @@
 # c2 in a container: `docker build -t c2 . && docker run -p 127.0.0.1:4599:4599 -v c2:/data c2`
 # Runs as an unprivileged user; state (SQLite, providers.toml, skills/) lives in /data.
+# The web client is built with node in a stage of its own; only its output ships.
+FROM node:20-slim AS web
+WORKDIR /src
+COPY openapi ./openapi
+COPY clients/typescript/src/events.ts ./clients/typescript/src/events.ts
+COPY web/package.json web/package-lock.json ./web/
+RUN cd web && npm ci --no-audit --no-fund
+COPY web ./web
+RUN cd web && npm run build
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -17,6 +27,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY api ./api
 COPY core ./core
+COPY --from=web /src/api/web_dist ./api/web_dist
 RUN pip install .
 
 USER c2

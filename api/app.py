@@ -19,7 +19,7 @@ from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, events, health, ops, sessions, usage
+from api.routes import auth, catalog, events, health, ops, sessions, usage, web
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -79,6 +79,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     # The guard finds a request's route (and its declared scope) among these same routers.
     app.state.scope_table = ScopeTable((*routers, events.router))
     install_docs(app)
+    app.include_router(web.router)  # the web client at / (api/routes/web.py)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:
