@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.harness import C2Server
 from tests.gitrepos import make_repo
-from tests.web.conftest import api, new_session, open_session, pair_url, paired, send
+from tests.web.conftest import api, new_session, open_session, pair_url, send
 
 
 def test_unpaired_browser_is_told_how_to_pair(browser: Browser, c2: C2Server):
@@ -97,9 +97,12 @@ def test_create_session_and_see_streamed_text_tool_call_and_plan(
     assert page.get_by_role("button", name="Stop").count() == 0
 
 
-def test_worktree_session_pins_the_previewed_baseline(page: Page, c2: C2Server, tmp_path: Path):
+def test_worktree_session_pins_the_baseline_then_discard_and_delete(
+    page: Page, c2: C2Server, tmp_path: Path
+):
     """For a git folder the dialog previews `current` and `origin_default` with short SHAs and
-    creates the worktree from the previewed commit."""
+    creates the worktree from the previewed commit; the worktree is discarded, then the
+    session deleted (it leaves the list)."""
     repo = make_repo(tmp_path)
     page.goto(c2.base_url + "/")
     page.get_by_role("button", name="New session").click()
@@ -119,6 +122,16 @@ def test_worktree_session_pins_the_previewed_baseline(page: Page, c2: C2Server, 
         snapshot = client.get(f"/v1/sessions/{session_id}").json()
     assert snapshot["worktree_baseline"]["sha"] == repo.origin_sha
     expect(page.locator(".session-head .badge.worktree")).to_be_visible()
+    checkout = Path(snapshot["worktree_path"])
+    assert checkout.is_dir()
+    page.get_by_role("button", name="Discard worktree").click()  # confirm() is accepted
+    expect(page.get_by_role("button", name="Discard worktree")).to_have_count(0)
+    assert not checkout.exists()
+    link = page.get_by_role("navigation", name="Sessions").locator(f'a[href="#/s/{session_id}"]')
+    expect(link).to_have_count(1)
+    page.get_by_role("button", name="Delete session").click()
+    expect(page).to_have_url(re.compile(r"#/$"))
+    expect(link).to_have_count(0)
 
 
 def test_permission_answered_in_one_tab_vanishes_in_the_other(
@@ -283,4 +296,63 @@ def test_screenshots_phone_and_desktop(
             assert (out / f"web-{name}.png").stat().st_size > 5000
         finally:
             shot.close()
-    assert paired  # (the shared context was paired from a printed URL)
+    # Dark scheme, a parked permission on a phone.
+    waiting = new_session(c2, workdir)
+    shot = browser.new_context(
+        viewport={"width": 390, "height": 844}, storage_state=state, color_scheme="dark"
+    )
+    try:
+        page = shot.new_page()
+        open_session(page, c2, waiting["id"])
+        send(page, "/text Running the suite first.\n/permission execute Run `make test`")
+        expect(page.get_by_role("region", name="Permission request")).to_be_visible()
+        page.screenshot(path=str(out / "web-phone-dark-permission.png"))
+        page.get_by_role("button", name="Deny").click()
+        expect(page.get_by_role("region", name="Permission request")).to_have_count(0)
+    finally:
+        shot.close()
+
+
+SKILL = """---
+name: Reviewer
+description: Review a change
+params:
+  focus: tests
+---
+Review the change with a focus on {{focus}}.
+"""
+
+
+def test_composer_skill_chat_reference_and_preview(page: Page, c2: C2Server, workdir: Path):
+    """A skill (with a parameter) and an @chat reference join the text; Preview shows exactly
+    what the agent receives, and Send delivers it."""
+    skill = c2.home / "skills" / "reviewer"
+    skill.mkdir(parents=True, exist_ok=True)
+    (skill / "SKILL.md").write_text(SKILL, encoding="utf-8")
+    referenced = new_session(c2, workdir)
+    session = new_session(c2, workdir)
+    open_session(page, c2, session["id"])
+    page.get_by_role("combobox", name="Add skill").select_option(label="Reviewer")
+    page.get_by_role("textbox", name="focus").fill("security")
+    page.get_by_role("combobox", name="Reference a chat").select_option(referenced["id"])
+    page.get_by_role("textbox", name="Message").fill("and be brief")
+    page.get_by_role("button", name="Preview").click()
+    preview = page.get_by_label("Prompt preview")
+    expect(preview).to_contain_text("Review the change with a focus on security.")
+    expect(preview).to_contain_text("and be brief")
+    with api(c2) as client:
+        expected = client.post(
+            f"/v1/sessions/{session['id']}/prompt-preview",
+            json={
+                "doc": [
+                    {"type": "skill", "skill_id": "reviewer", "params": {"focus": "security"}},
+                    {"type": "session", "session_id": referenced["id"]},
+                    {"type": "text", "text": "and be brief"},
+                ]
+            },
+        ).json()["prompt"]
+    assert preview.text_content() == expected
+    page.get_by_role("button", name="Send").click()
+    turn = page.get_by_role("region", name="Conversation").get_by_role("article").last
+    expect(turn.locator(".reply")).to_contain_text("focus on security")
+    expect(page.get_by_label("Prompt preview")).to_have_count(0)

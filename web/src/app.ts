@@ -129,6 +129,8 @@ export function signOut(): void {
 
 export const connection = new Observable<ConnectionState>("connecting");
 export const sessions = new Observable<SessionSnapshot[]>([]);
+/** The latest `usage` report per session (not part of the snapshot). */
+export const usage = new Observable<Record<string, { input: number; output: number }>>({});
 /** Bumped by a `resync`: views drop derived state and reload. */
 export const epoch = new Observable<number>(0);
 
@@ -189,6 +191,12 @@ function applyEvent(event: StreamEvent): void {
       break;
     case "models":
       patch(event.session, (s) => ({ ...s, models: { available: event.available, current: event.current }, model: event.current }));
+      break;
+    case "usage":
+      usage.set({ ...usage.value, [event.session]: { input: event.input_tokens, output: event.output_tokens } });
+      break;
+    case "modes":
+      patch(event.session, (s) => ({ ...s, modes: { available: event.available, current: event.current } }));
       break;
     case "config_options":
       patch(event.session, (s) => ({ ...s, config_options: event.options }));

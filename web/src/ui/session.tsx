@@ -9,19 +9,29 @@
  */
 import { Component } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { epoch, mergeSnapshot, onEvent, sessions } from "../app.js";
+import { epoch, mergeSnapshot, onEvent, sessions, usage } from "../app.js";
 import {
   answerPermission,
   cancel,
   deleteSession,
   discardWorktree,
   getTranscript,
+  listSkills,
+  previewPrompt,
   prompt,
   setConfigOption,
   setExecutionPolicy,
+  setMode,
   setModel,
 } from "../c2/generated/sdk.gen.js";
-import type { PendingInput, SessionSnapshot, StreamEvent } from "../c2/generated/types.gen.js";
+import type {
+  PendingInput,
+  PreviewBody,
+  PromptPreview,
+  SessionSnapshot,
+  SkillInfo,
+  StreamEvent,
+} from "../c2/generated/types.gen.js";
 import { type Item, type Turn, applyPart, eventPart, fromEntries, isNewer, prepend, withPrompt } from "../conversation.js";
 import { problemMessage } from "../errors.js";
 import { requestId, useStore } from "../hooks.js";
@@ -93,6 +103,17 @@ class TurnView extends Component<{ turn: Turn }> {
   }
 }
 
+/** Every turn but the newest: skipped by a live chunk, which only replaces the newest turn. */
+class OlderTurns extends Component<{ turns: Turn[] }> {
+  override shouldComponentUpdate(next: { turns: Turn[] }): boolean {
+    const now = this.props.turns;
+    return next.turns.length !== now.length || next.turns.some((turn, i) => turn !== now[i]);
+  }
+  override render() {
+    return this.props.turns.map((turn) => <TurnView key={turn.userSeq ?? "preamble"} turn={turn} />);
+  }
+}
+
 function PermissionCard({ session, pending }: { session: string; pending: PendingInput }) {
   const [error, setError] = useState<string | null>(null);
   const answer = async (option: string | null) => {
@@ -148,6 +169,19 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
           </select>
         </label>
       )}
+      {(session.modes?.available.length ?? 0) > 0 && (
+        <label>
+          Mode
+          <select
+            value={session.modes?.current ?? ""}
+            onChange={async (e) => report(await setMode({ path: { session_id: session.id }, body: { mode_id: e.currentTarget.value, request_id: requestId() } }))}
+          >
+            {session.modes?.available.map((m) => (
+              <option value={m.id}>{m.name}</option>
+            ))}
+          </select>
+        </label>
+      )}
       <label>
         Approval
         <select value={session.policy.mode} onChange={(e) => void policy(e.currentTarget.value, session.policy.sandbox)}>
@@ -185,30 +219,145 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
   );
 }
 
+const kilo = (n: number) => (n >= 1000 ? `${Math.round(n / 1000)}k` : String(n));
+
 function ContextMeter({ session }: { session: SessionSnapshot }) {
+  const reports = useStore(usage);
   const window = session.context_window;
-  if (!window || window.context_window <= 0) return null;
-  const k = (n: number) => (n >= 1000 ? `${Math.round(n / 1000)}k` : String(n));
+  const used = reports[session.id];
   return (
-    <span class="context">
-      <meter aria-label="Context window" min={0} max={window.context_window} value={window.used_tokens} />
-      {k(window.used_tokens)} / {k(window.context_window)} tokens
-    </span>
+    <>
+      {window && window.context_window > 0 && (
+        <span class="context">
+          <meter aria-label="Context window" min={0} max={window.context_window} value={window.used_tokens} />
+          {kilo(window.used_tokens)} / {kilo(window.context_window)} tokens
+        </span>
+      )}
+      {used && (
+        <span class="usage">
+          usage: {kilo(used.input)} in · {kilo(used.output)} out
+        </span>
+      )}
+    </>
+  );
+}
+
+type DocBlock = PreviewBody["doc"][number];
+interface SkillChoice {
+  skill: SkillInfo;
+  params: Record<string, string>;
+}
+
+/** Skills (with their parameters) and @chat references the next prompt carries. */
+function Attachments({
+  session,
+  skills,
+  setSkills,
+  chats,
+  setChats,
+}: {
+  session: SessionSnapshot;
+  skills: SkillChoice[];
+  setSkills: (next: SkillChoice[]) => void;
+  chats: string[];
+  setChats: (next: string[]) => void;
+}) {
+  const list = useStore(sessions);
+  const [library, setLibrary] = useState<SkillInfo[]>([]);
+  useEffect(() => {
+    void listSkills({ query: { cwd: session.cwd } }).then((result) => setLibrary(result.data ?? []));
+  }, [session.cwd]);
+  const others = list.filter((s) => s.id !== session.id);
+  const title = (id: string) => list.find((s) => s.id === id)?.title ?? id.slice(0, 8);
+  return (
+    <div class="attachments">
+      <div class="row">
+        {library.length > 0 && (
+          <select
+            aria-label="Add skill"
+            value=""
+            onChange={(e) => {
+              const skill = library.find((k) => k.id === e.currentTarget.value);
+              if (skill) setSkills([...skills, { skill, params: { ...skill.params } }]);
+            }}
+          >
+            <option value="">Add a skill…</option>
+            {library.map((skill) => (
+              <option value={skill.id} title={skill.description}>
+                {skill.name}
+              </option>
+            ))}
+          </select>
+        )}
+        {others.length > 0 && (
+          <select
+            aria-label="Reference a chat"
+            value=""
+            onChange={(e) => {
+              const id = e.currentTarget.value;
+              if (id && !chats.includes(id)) setChats([...chats, id]);
+            }}
+          >
+            <option value="">@ a chat…</option>
+            {others.map((s) => (
+              <option value={s.id}>{s.title || s.id.slice(0, 8)}</option>
+            ))}
+          </select>
+        )}
+      </div>
+      {skills.map((choice, index) => (
+        <fieldset class="chip" key={`${choice.skill.id}-${index}`}>
+          <legend>Skill: {choice.skill.name}</legend>
+          {Object.keys(choice.params).map((name) => (
+            <label>
+              {name}
+              <input
+                type="text"
+                value={choice.params[name]}
+                onInput={(e) => {
+                  const value = e.currentTarget.value;
+                  setSkills(skills.map((c, i) => (i === index ? { ...c, params: { ...c.params, [name]: value } } : c)));
+                }}
+              />
+            </label>
+          ))}
+          <button type="button" onClick={() => setSkills(skills.filter((_, i) => i !== index))}>
+            Remove skill {choice.skill.name}
+          </button>
+        </fieldset>
+      ))}
+      {chats.map((id) => (
+        <span class="badge chat">
+          @{title(id)}{" "}
+          <button type="button" class="link" aria-label={`Remove reference to ${title(id)}`} onClick={() => setChats(chats.filter((c) => c !== id))}>
+            ×
+          </button>
+        </span>
+      ))}
+    </div>
   );
 }
 
 function Composer({ session, running, onSent }: { session: SessionSnapshot; running: boolean; onSent: (rid: string, text: string) => void }) {
   const [text, setText] = useState("");
+  const [skills, setSkills] = useState<SkillChoice[]>([]);
+  const [chats, setChats] = useState<string[]>([]);
+  const [preview, setPreview] = useState<PromptPreview | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const doc = (): DocBlock[] => [
+    ...skills.map((c): DocBlock => ({ type: "skill", skill_id: c.skill.id, params: c.params })),
+    ...chats.map((id): DocBlock => ({ type: "session", session_id: id })),
+    ...(text.trim() ? [{ type: "text", text } as DocBlock] : []),
+  ];
+  const empty = text.trim() === "" && skills.length === 0 && chats.length === 0;
   const send = async (event?: Event) => {
     event?.preventDefault();
-    const body = text.trim();
-    if (body === "" || busy) return;
+    if (empty || busy) return;
     setBusy(true);
     const rid = requestId();
     onSent(rid, text);
-    const result = await prompt({ path: { session_id: session.id }, body: { doc: [{ type: "text", text }], request_id: rid } });
+    const result = await prompt({ path: { session_id: session.id }, body: { doc: doc(), request_id: rid } });
     setBusy(false);
     if (result.error !== undefined || result.data === undefined) {
       setError(problemMessage(result.error));
@@ -216,6 +365,14 @@ function Composer({ session, running, onSent }: { session: SessionSnapshot; runn
     }
     setError(null);
     setText("");
+    setSkills([]);
+    setChats([]);
+    setPreview(null);
+  };
+  const showPreview = async () => {
+    const result = await previewPrompt({ path: { session_id: session.id }, body: { doc: doc() } });
+    if (result.data === undefined) setError(problemMessage(result.error));
+    else setPreview(result.data);
   };
   const stop = async () => {
     const result = await cancel({ path: { session_id: session.id } });
@@ -228,23 +385,42 @@ function Composer({ session, running, onSent }: { session: SessionSnapshot; runn
           {error}
         </p>
       )}
+      <Attachments session={session} skills={skills} setSkills={setSkills} chats={chats} setChats={setChats} />
+      {preview && (
+        <div class="preview">
+          <div class="row">
+            <strong>What the agent will receive</strong>
+            <button type="button" class="link" onClick={() => setPreview(null)}>
+              Close preview
+            </button>
+          </div>
+          <pre aria-label="Prompt preview">{preview.prompt}</pre>
+          {preview.unresolved.length > 0 && <p class="error">Unresolved: {preview.unresolved.join(", ")}</p>}
+        </div>
+      )}
       <textarea
         aria-label="Message"
         placeholder="Message the agent (Ctrl+Enter sends)"
         rows={2}
         value={text}
-        onInput={(e) => setText(e.currentTarget.value)}
+        onInput={(e) => {
+          setText(e.currentTarget.value);
+          setPreview(null);
+        }}
         onKeyDown={(e) => {
           if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) void send(e);
         }}
       />
       <div class="actions">
+        <button type="button" disabled={empty} onClick={() => void showPreview()}>
+          Preview
+        </button>
         {running && (
           <button type="button" class="danger" onClick={() => void stop()}>
             Stop
           </button>
         )}
-        <button type="submit" class="primary" disabled={busy || text.trim() === ""}>
+        <button type="submit" class="primary" disabled={busy || empty}>
           Send
         </button>
       </div>
@@ -334,9 +510,11 @@ export function SessionPage({ id }: { id: string }) {
   const session = list.find((s) => s.id === id);
   const { model, loadEarlier, error, sentPrompts } = useConversation(id);
   const [notice, setNotice] = useState<string | null>(null);
+  const [showSettings, setShowSettings] = useState(false);
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const anchor = useRef<number | null>(null);
+  const paging = useRef(false);
 
   useLayoutEffect(() => {
     const el = scroller.current;
@@ -362,9 +540,20 @@ export function SessionPage({ id }: { id: string }) {
   const activity = activityLabel(session);
 
   const older = async () => {
+    if (paging.current) return;
+    paging.current = true;
     const el = scroller.current;
     if (el) anchor.current = el.scrollHeight - el.scrollTop;
-    await loadEarlier();
+    try {
+      await loadEarlier();
+    } finally {
+      paging.current = false;
+    }
+  };
+  // Scrolling up by hand (wheel, touch, keys) near the top pages older turns in by itself.
+  const nearTop = () => {
+    const el = scroller.current;
+    if (el && el.scrollTop < 400 && model.nextBefore !== null) void older();
   };
   const remove = async () => {
     if (!confirm(`Delete “${session.title}”? Its agent stops; the transcript stays readable.`)) return;
@@ -376,7 +565,8 @@ export function SessionPage({ id }: { id: string }) {
     if (!confirm("Discard this session's worktree and its branch?")) return;
     const result = await discardWorktree({ path: { session_id: id } });
     if (result.data === undefined) setNotice(problemMessage(result.error));
-    else mergeSnapshot({ ...session, worktree_path: result.data.worktree_path });
+    // The snapshot keeps the worktree as provenance; this view stops offering the discard.
+    else mergeSnapshot({ ...session, worktree_path: null });
   };
 
   return (
@@ -392,8 +582,12 @@ export function SessionPage({ id }: { id: string }) {
           {session.worktree_baseline && <span class="badge worktree">worktree · {session.worktree_baseline.display}</span>}
           <ContextMeter session={session} />
         </span>
-        <Settings session={session} onError={setNotice} />
-        <div class="head-actions">
+        <button type="button" class="settings-toggle" aria-expanded={showSettings} onClick={() => setShowSettings(!showSettings)}>
+          Settings
+        </button>
+        <div class={`head-more ${showSettings ? "open" : ""}`}>
+          <Settings session={session} onError={setNotice} />
+          <div class="head-actions">
           {session.worktree_path && (
             <button type="button" onClick={() => void discard()} disabled={running}>
               Discard worktree
@@ -402,6 +596,7 @@ export function SessionPage({ id }: { id: string }) {
           <button type="button" class="danger" onClick={() => void remove()}>
             Delete session
           </button>
+          </div>
         </div>
         {(notice || error) && (
           <p role="alert" class="error">
@@ -417,6 +612,13 @@ export function SessionPage({ id }: { id: string }) {
           const el = e.currentTarget;
           stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
         }}
+        onWheel={(e) => {
+          if (e.deltaY < 0) nearTop();
+        }}
+        onTouchMove={nearTop}
+        onKeyUp={(e) => {
+          if (["ArrowUp", "PageUp", "Home"].includes(e.key)) nearTop();
+        }}
       >
         <section aria-label="Conversation" class="conversation">
           {model.nextBefore !== null && (
@@ -425,9 +627,8 @@ export function SessionPage({ id }: { id: string }) {
             </button>
           )}
           {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
-          {model.turns.map((turn) => (
-            <TurnView key={turn.userSeq ?? "preamble"} turn={turn} />
-          ))}
+          <OlderTurns turns={model.turns.slice(0, -1)} />
+          {model.turns.length > 0 && <TurnView key={model.turns[model.turns.length - 1]?.userSeq ?? "preamble"} turn={model.turns[model.turns.length - 1] as Turn} />}
           {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
         </section>
       </div>
