@@ -356,3 +356,23 @@ def test_composer_skill_chat_reference_and_preview(page: Page, c2: C2Server, wor
     turn = page.get_by_role("region", name="Conversation").get_by_role("article").last
     expect(turn.locator(".reply")).to_contain_text("focus on security")
     expect(page.get_by_label("Prompt preview")).to_have_count(0)
+
+
+def test_keyboard_only_new_session_dialog(page: Page, c2: C2Server, workdir: Path):
+    """The dialog opens from the keyboard with focus inside it, fields are reachable by Tab,
+    and Escape closes it, returning to the page."""
+    page.goto(c2.base_url + "/")
+    expect(page.get_by_role("status", name="Connection")).to_contain_text("Connected")
+    page.get_by_role("button", name="New session").focus()
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog", name="New session")
+    expect(dialog).to_be_visible()
+    assert page.evaluate("document.activeElement.closest('dialog') !== null")
+    reached = set()
+    for _ in range(8):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.labels?.[0]?.textContent?.trim()"))
+    for name in ("Agent", "Folder", "Use a git worktree"):
+        assert any(r and r.startswith(name) for r in reached), (name, reached)
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
