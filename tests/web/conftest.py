@@ -24,7 +24,6 @@ from tests.e2e.harness import REPO, SCRIPTED, C2Server
 PAIR_URL = (sys.executable, "-m", "api.cli", "pair-url")
 CHROMIUM = os.environ.get("C2_TEST_CHROMIUM", "/usr/bin/chromium")
 expect.set_options(timeout=15_000)
-pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,19 @@ text that must never execute. (Restart and revocation: test_web_resilience.py.)
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
+import httpx
+import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.harness import C2Server
 from tests.gitrepos import make_repo
 from tests.web.conftest import api, new_session, open_session, pair_url, send
+
+# A module starts a server, a browser and pairs it: more than the default 120 s under load.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_unpaired_browser_is_told_how_to_pair(browser: Browser, c2: C2Server):
@@ -203,12 +209,7 @@ def test_paging_back_through_100_turns(page: Page, c2: C2Server, workdir: Path):
     assert texts == [f"reply-{n}" for n in range(100)]
 
 
-def _wait_idle(client: object, session_id: str) -> None:
-    import time
-
-    import httpx
-
-    assert isinstance(client, httpx.Client)
+def _wait_idle(client: httpx.Client, session_id: str) -> None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         state = client.get(f"/v1/sessions/{session_id}").json()["activity"]["state"]["kind"]
@@ -223,14 +224,23 @@ def test_change_model_and_policy(page: Page, c2: C2Server, workdir: Path):
     session = new_session(c2, workdir)
     open_session(page, c2, session["id"])
     page.get_by_role("combobox", name="Model").select_option(label="Echo smart")
+    # Both axes changed back to back: the second write must not undo the first.
     page.get_by_role("combobox", name="Approval").select_option("yolo")
-    expect(page.get_by_role("combobox", name="Approval")).to_have_value("yolo")
     page.get_by_role("combobox", name="Sandbox").select_option("read_only")
+    expect(page.get_by_role("combobox", name="Approval")).to_have_value("yolo")
     expect(page.get_by_role("combobox", name="Sandbox")).to_have_value("read_only")
     expect(page.get_by_role("combobox", name="Model")).to_have_value("echo-smart")
     with api(c2) as client:
-        snapshot = client.get(f"/v1/sessions/{session['id']}").json()
-    assert snapshot["policy"] == {"mode": "yolo", "sandbox": "read_only"}
+        deadline = time.monotonic() + 15  # both PUTs may still be in flight: a bounded wait
+        while True:
+            snapshot = client.get(f"/v1/sessions/{session['id']}").json()
+            if snapshot["policy"] == {"mode": "yolo", "sandbox": "read_only"}:
+                break
+            assert time.monotonic() < deadline, snapshot["policy"]
+            time.sleep(0.05)
+    page.reload()  # what the server holds, not what the page last sent
+    expect(page.get_by_role("combobox", name="Approval")).to_have_value("yolo")
+    expect(page.get_by_role("combobox", name="Sandbox")).to_have_value("read_only")
     assert snapshot["models"]["current"] == "echo-smart"
     send(page, "which model")
     expect(page.locator("details.thought").last).to_contain_text("echo-smart")

@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.harness import C2Server
 from tests.web.conftest import api, new_session, open_session, paired, send
+
+# A module starts a server, a browser and pairs it: more than the default 120 s under load.
+pytestmark = pytest.mark.timeout(300)
 
 
 def _transcript_text(server: C2Server, session_id: str) -> str:

@@ -25,9 +25,12 @@ import {
   setModel,
 } from "../c2/generated/sdk.gen.js";
 import type {
+  ExecutionPolicy,
   PendingInput,
+  PermissionMode,
   PreviewBody,
   PromptPreview,
+  SandboxPolicy,
   SessionSnapshot,
   SkillInfo,
   StreamEvent,
@@ -146,13 +149,33 @@ function PermissionCard({ session, pending }: { session: string; pending: Pendin
 
 function Settings({ session, onError }: { session: SessionSnapshot; onError: (message: string | null) => void }) {
   const report = (result: { error?: unknown; data?: unknown }) => onError(result.data === undefined ? problemMessage(result.error) : null);
-  const policy = async (mode: string, sandbox: string) =>
-    report(
-      await setExecutionPolicy({
-        path: { session_id: session.id },
-        body: { mode: mode as "ask", sandbox: sandbox as "read_only", request_id: requestId() },
-      }),
-    );
+  // The pair being applied: a second change before the first's answer builds on it, not on
+  // the server's older pair (the protocol writes both axes at once). It is shown until the
+  // authoritative `execution_policy_changed` lands after the answer.
+  const [pending, setPending] = useState<ExecutionPolicy | null>(null);
+  const answered = useRef(false);
+  const latest = useRef(session);
+  latest.current = session;
+  const shown = pending ?? session.policy;
+  useEffect(() => {
+    if (answered.current) setPending(null);
+  }, [session.policy.mode, session.policy.sandbox]);
+  const policy = async (next: ExecutionPolicy) => {
+    setPending(next);
+    answered.current = false;
+    const result = await setExecutionPolicy({
+      path: { session_id: session.id },
+      body: { ...next, request_id: requestId() },
+    });
+    report(result);
+    if (result.data === undefined) {
+      setPending(null);
+      return;
+    }
+    answered.current = true;
+    const now = latest.current.policy;
+    if (now.mode === next.mode && now.sandbox === next.sandbox) setPending((c) => (c === next ? null : c));
+  };
   const models = session.models?.available ?? [];
   return (
     <div class="settings">
@@ -184,7 +207,7 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
       )}
       <label>
         Approval
-        <select value={session.policy.mode} onChange={(e) => void policy(e.currentTarget.value, session.policy.sandbox)}>
+        <select value={shown.mode} onChange={(e) => void policy({ ...shown, mode: e.currentTarget.value as PermissionMode })}>
           {MODES.map(([value, label]) => (
             <option value={value}>{label}</option>
           ))}
@@ -192,7 +215,7 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
       </label>
       <label>
         Sandbox
-        <select value={session.policy.sandbox} onChange={(e) => void policy(session.policy.mode, e.currentTarget.value)}>
+        <select value={shown.sandbox} onChange={(e) => void policy({ ...shown, sandbox: e.currentTarget.value as SandboxPolicy })}>
           {SANDBOXES.map(([value, label]) => (
             <option value={value}>{label}</option>
           ))}
@@ -515,6 +538,7 @@ export function SessionPage({ id }: { id: string }) {
   const stick = useRef(true);
   const anchor = useRef<number | null>(null);
   const paging = useRef(false);
+  const follow = useRef(false);
 
   useLayoutEffect(() => {
     const el = scroller.current;
@@ -522,8 +546,13 @@ export function SessionPage({ id }: { id: string }) {
     if (anchor.current !== null) {
       el.scrollTop = el.scrollHeight - anchor.current; // keep the view still after paging in
       anchor.current = null;
-    } else if (stick.current) {
-      el.scrollTop = el.scrollHeight;
+    } else if (stick.current && !follow.current) {
+      // Follow the stream once per frame, not per chunk: no forced layout in the render path.
+      follow.current = true;
+      requestAnimationFrame(() => {
+        follow.current = false;
+        if (stick.current) el.scrollTop = el.scrollHeight;
+      });
     }
   });
 
