@@ -6,6 +6,7 @@ These restart or revoke things, so they have this module's server to themselves.
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,38 @@ def test_a_browser_revoked_elsewhere_returns_to_pairing(browser: Browser, c2: C2
         expect(page.get_by_role("heading", name="Pair this browser with c2")).to_be_visible()
     finally:
         context.close()
+
+
+def test_resync_reloads_the_conversation_cleanly(page: Page, c2: C2Server, workdir: Path):
+    """When the stream cannot resume (its position is past the server's log), `resync` and a
+    fresh `sessions` frame come instead: the open conversation reloads from the transcript —
+    so a row no event ever carried shows — each turn once, and goes on live."""
+    session = new_session(c2, workdir)
+    open_session(page, c2, session["id"])
+    send(page, "/text before the resync")
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(conversation.get_by_role("article").last).to_contain_text("before the resync")
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+    c2.stop()
+    db = sqlite3.connect(c2.home / "c2.db")
+    with db:
+        # A stored reply row that no event announces, and a log cut below the browser's
+        # Last-Event-ID: only a resync (and a reload of the page) can show the row.
+        top_part = db.execute(
+            "SELECT MAX(seq) FROM parts WHERE session_id = ?", (session["id"],)
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO parts (session_id, seq, role, part_json) VALUES (?, ?, 'agent', ?)",
+            (session["id"], top_part + 1, '{"kind":"text","text":" — and a stored epilogue"}'),
+        )
+        top = db.execute("SELECT MAX(seq) FROM events").fetchone()[0]
+        db.execute("DELETE FROM events WHERE seq > ?", (top - 3,))
+    db.close()
+    c2.start()
+    expect(page.get_by_role("status", name="Connection")).to_contain_text("Connected")
+    last = conversation.get_by_role("article").last
+    expect(last).to_contain_text("before the resync — and a stored epilogue")
+    send(page, "/text after the resync")
+    expect(conversation.get_by_role("article").last).to_contain_text("after the resync")
+    expect(conversation.get_by_role("article")).to_have_count(2)
+    expect(conversation.locator(".md", has_text="before the resync")).to_have_count(1)
