@@ -8,6 +8,17 @@
 # Node.js for the npm-launched agents (Claude Code, OpenCode, `npx …` providers).
 FROM node:22-bookworm-slim AS node
 
+# The web client (web/, built with Vite into api/web_dist) in a stage of its own; only its
+# output ships.
+FROM node:22-bookworm-slim AS web
+WORKDIR /src
+COPY openapi ./openapi
+COPY clients/typescript/src/events.ts ./clients/typescript/src/events.ts
+COPY web/package.json web/package-lock.json ./web/
+RUN cd web && npm ci --no-audit --no-fund --loglevel=error
+COPY web ./web
+RUN cd web && npm run build
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -43,6 +54,7 @@ WORKDIR /app
 COPY pyproject.toml README.md constraints.txt ./
 COPY api ./api
 COPY core ./core
+COPY --from=web /src/api/web_dist ./api/web_dist
 RUN pip install -c constraints.txt .
 
 USER c2

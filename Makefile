@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 
-.PHONY: install agents serve test lint typecheck openapi bench
+.PHONY: install agents serve test lint typecheck openapi bench web browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ $(NPM_STAMP): package.json package-lock.json
 
 agents: $(NPM_STAMP)
 
-serve: $(STAMP)
+serve: $(STAMP) web
 	$(BIN)/c2 serve --home $${C2_HOME:-.c2-dev}
 
 lint: $(STAMP)
@@ -39,7 +39,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy core api
 
-test: lint typecheck $(NPM_STAMP)
+test: lint typecheck $(NPM_STAMP) web browser
 	$(BIN)/pytest -q
 
 # The generated-client tests need the TypeScript generator and compiler of clients/typescript,
@@ -63,3 +63,25 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.transcript
 	$(BIN)/python -m bench.agent_latency
 	$(BIN)/python -m bench.fleet
+
+# The web client (web/, TypeScript + Vite) built into the package at api/web_dist, which c2
+# serves at `/`. Rebuilt only when its sources, its lock, the OpenAPI document or the typed
+# event stream change; `make serve` and `make test` build it when missing or stale.
+WEB_STAMP := web/node_modules/.deps-stamp
+WEB_INDEX := api/web_dist/index.html
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json web/scripts \
+	-type f -not -path 'web/src/c2/*' 2>/dev/null)
+
+$(WEB_STAMP): web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $(WEB_STAMP)
+
+$(WEB_INDEX): $(WEB_STAMP) $(WEB_SOURCES) openapi/openapi.json $(TS_CLIENT)/src/events.ts
+	cd web && npm run --silent build
+	touch $(WEB_INDEX)
+
+web: $(WEB_INDEX)
+
+# tests/web drive Debian's Chromium through Playwright (no downloaded browser).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)

@@ -29,6 +29,7 @@ from api.routes import (
     search,
     sessions,
     usage,
+    web,
     webhooks,
 )
 from api.routes.docs import install_docs
@@ -93,6 +94,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     # The guard finds a request's route (and its declared scope) among these same routers.
     app.state.scope_table = ScopeTable((*routers, events.router))
     install_docs(app)
+    app.include_router(web.router)  # the web client at / (api/routes/web.py)
     install_error_handlers(app)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:

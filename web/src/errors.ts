@@ -1,0 +1,62 @@
+/**
+ * A clear sentence for every problem `code` c2 answers with (API.md §1), for people who never
+ * read the API: what happened and what to do. Unknown codes fall back to the problem's detail.
+ */
+
+const MESSAGES: Record<string, string> = {
+  agent_auth_required: "The agent needs you to log in first (see its documentation), then try again.",
+  budget_exceeded: "This session's budget is used up: raise it or start a new session.",
+  capacity: "c2 is running as many agents as it may. Close a session or try again shortly.",
+  domain_error: "c2 could not do that.",
+  host_not_allowed: "c2 does not answer on this address (start it with --allow-host).",
+  http_error: "The request was refused.",
+  insufficient_scope: "This device is not allowed to do that.",
+  internal_error: "c2 hit an internal error; see its log.",
+  invalid_cwd: "That folder does not exist or cannot be used.",
+  invalid_host: "The request's Host header was refused.",
+  invalid_mcp_server: "An MCP server setting is invalid.",
+  invalid_option: "That answer is no longer offered.",
+  invalid_pairing_token: "This pairing link was already used or has expired.",
+  invalid_ticket: "The live connection was refused; reconnecting.",
+  invalid_usage_query: "That usage query is invalid.",
+  mcp_unsupported: "This agent does not support that MCP transport.",
+  method_not_allowed: "That action is not allowed here.",
+  no_such_device: "That device no longer exists.",
+  no_such_session: "That session no longer exists.",
+  not_found: "Not found.",
+  not_implemented: "This agent does not support that.",
+  not_ready: "c2 is starting or stopping; try again in a moment.",
+  operation_failed: "The agent refused the change.",
+  payload_too_large: "That message is too large.",
+  permission_not_pending: "That permission was already answered.",
+  provider_unavailable: "This agent is not installed on the server.",
+  rate_limited: "Too many attempts: wait a little and try again.",
+  request_id_reused: "That request was already sent with different content.",
+  session_unavailable: "The session's agent is not available right now.",
+  shutting_down: "c2 is shutting down.",
+  store_unavailable: "c2's database is unavailable; try again shortly.",
+  too_many_streams: "Too many tabs are connected for this device; close one.",
+  transcript_error: "That part of the conversation could not be loaded.",
+  turn_already_running: "The agent is still working: wait for it, or press Stop.",
+  turn_failed: "The turn could not start.",
+  unauthorized: "This device is no longer paired.",
+  unknown_mode: "The agent does not offer that mode.",
+  unknown_model: "The agent does not offer that model.",
+  unknown_provider: "That agent is unknown to c2.",
+  unsupported_media_type: "The request was malformed.",
+  validation_error: "Some fields are missing or invalid.",
+  worktree_error: "The git worktree could not be made or used.",
+};
+
+interface ProblemLike {
+  code?: string | null;
+  detail?: string | null;
+}
+
+/** The sentence to show for a failed request's problem body (or a network failure). */
+export function problemMessage(error: unknown): string {
+  if (error === undefined || error === null) return "c2 could not be reached: check the connection.";
+  const problem = error as ProblemLike;
+  const base = (problem.code ? MESSAGES[problem.code] : undefined) ?? "The request failed.";
+  return problem.detail ? `${base} (${problem.detail})` : base;
+}

@@ -1,0 +1,64 @@
+/** The Devices page: paired devices, each revocable (revoking this one returns to pairing). */
+import { useEffect, useState } from "preact/hooks";
+import { credential, signOut } from "../app.js";
+import { listDevices, revokeDevice } from "../c2/generated/sdk.gen.js";
+import type { DeviceOut } from "../c2/generated/types.gen.js";
+import { problemMessage } from "../errors.js";
+import { useStore } from "../hooks.js";
+
+function when(stamp: string | null | undefined): string {
+  return stamp ? new Date(stamp).toLocaleString() : "never";
+}
+
+export function DevicesPage() {
+  const me = useStore(credential);
+  const [devices, setDevices] = useState<DeviceOut[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = async () => {
+    const result = await listDevices();
+    if (result.data === undefined) setError(problemMessage(result.error));
+    else setDevices(result.data);
+  };
+  useEffect(() => void load(), []);
+  const revoke = async (device: DeviceOut) => {
+    const self = device.id === me?.device_id;
+    if (!confirm(self ? "Revoke this browser? You will need a new pairing link." : `Revoke “${device.name}”?`)) return;
+    const result = await revokeDevice({ path: { device_id: device.id } });
+    if (result.error !== undefined && result.response?.status !== 401) {
+      setError(problemMessage(result.error));
+      return;
+    }
+    if (self) signOut();
+    else await load();
+  };
+  return (
+    <div class="devices">
+      <h1>Devices</h1>
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+      {devices === null ? (
+        <p class="muted">Loading…</p>
+      ) : (
+        <ul>
+          {devices.map((device) => (
+            <li key={device.id}>
+              <div>
+                <strong>{device.name}</strong>
+                {device.id === me?.device_id && <span class="badge idle">this browser</span>}
+                <div class="muted">
+                  paired {when(device.created_at)} · last seen {when(device.last_seen)}
+                </div>
+              </div>
+              <button type="button" class="danger" aria-label={`Revoke ${device.name}`} onClick={() => void revoke(device)}>
+                Revoke
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
