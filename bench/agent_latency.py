@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 from tests.fakemodel.server import FakeModel
 from tests.realagents.agents import launch_specs, missing_reason, toml_table
 
@@ -71,7 +71,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def measure(
-    server: C2Server,
+    server: C2Process,
     agent: str,
     workroot: Path,
     sessions: int,
@@ -85,7 +85,7 @@ async def measure(
     latencies: list[float] = []
     isolated: list[float] = []
     try:
-        async with EventStream(client) as stream:
+        async with EventReader(client) as stream:
             await stream.frame()
             for n in range(sessions):
                 cwd = workroot / f"{agent}-{n}"
@@ -141,7 +141,7 @@ async def main(args: argparse.Namespace) -> None:
         sys.exit(f"real agents unavailable: {reason}")
     root = Path(tempfile.mkdtemp(prefix="c2-agent-bench-"))
     model = FakeModel().start()
-    server = C2Server(root / "c2home")
+    server = C2Process(root / "c2home")
     logs = {agent: root / f"{agent}.tap" for agent in args.agents}
     with (server.home / "providers.toml").open("a", encoding="utf-8") as out:
         for agent, (command, argv, env) in launch_specs(root / "agent-homes", model).items():

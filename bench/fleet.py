@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.sse_reader import RawSse
 from tests.agents.scripted_agent import launch_spec
-from tests.e2e.harness import C2Server, Client
+from tests.e2e.harness import C2Process, Client
 
 TARGETS = (
     "targets (issue 17): 50x20/s and 20x100/s with 10+S clients: p99 < 25 ms, nothing lost, "
@@ -179,7 +179,7 @@ class Worker:
 
 
 def spawn_workers(
-    server: C2Server, paths: list[tuple[str, int]], n: int, timeout: float
+    server: C2Process, paths: list[tuple[str, int]], n: int, timeout: float
 ) -> list[Worker]:
     workers = []
     for i in range(n):
@@ -272,7 +272,7 @@ async def wait_idle(http: Client, sessions: list[str], timeout: float) -> None:
 
 
 async def fleet(
-    server: C2Server,
+    server: C2Process,
     cwd: Path,
     sessions: int,
     rate: int,
@@ -312,7 +312,7 @@ async def fleet(
     return result
 
 
-async def flat_out(server: C2Server, cwd: Path, chunks: int, clients: int) -> float:
+async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> float:
     """Chunks/s of one `/stamped` session, flat out, delivered to `clients` global streams."""
     http = Client(server)
     try:
@@ -346,7 +346,7 @@ async def main() -> None:
         cwd = Path(tmp) / "project"
         cwd.mkdir()
         env = {"C2_MAX_LIVE_AGENTS": str(max(sizes) + 8)}
-        server = C2Server(Path(tmp) / "home", env=env)
+        server = C2Process(Path(tmp) / "home", env=env)
         server.start()
         try:
             bare = await bare_reader_rate(args.ceiling_chunks, cwd)

@@ -23,7 +23,7 @@ from bench.sse_reader import RawSse
 from core.agents.client import AgentProcess
 from core.agents.updates import AgentUpdate, PermissionAsk, TextChunk
 from tests.agents.scripted_agent import launch_spec
-from tests.e2e.harness import C2Server, Client
+from tests.e2e.harness import C2Process, Client
 
 
 class CountingHandler:
@@ -56,7 +56,7 @@ async def raw_ceiling(chunks: int, cwd: Path) -> float:
 
 
 async def through_c2(
-    server: C2Server, clients: int, chunks: int, cwd: Path, rate: int | None = None
+    server: C2Process, clients: int, chunks: int, cwd: Path, rate: int | None = None
 ) -> dict[str, float]:
     """Saturation throughput (rate None: the agent writes flat out) or latency at `rate`."""
     http = Client(server)
@@ -125,7 +125,7 @@ async def main() -> None:
             [await raw_ceiling(args.chunks, cwd) for _ in range(args.repeat)]
         )
         print(f"raw ACP ceiling (no c2):  {ceiling:10.0f} chunks/s")
-        server = C2Server(home)
+        server = C2Process(home)
         server.start()
         try:
             for clients in (1, 10):

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.e2e.harness import REPO, SCRIPTED, C2Server
+from tests.e2e.harness import REPO, SCRIPTED, C2Process
 
 DIST = REPO / "api" / "web_dist"
 CHROMIUM = "/usr/bin/chromium"
@@ -106,7 +106,7 @@ def asset_sizes() -> tuple[int, int]:
     return raw, gz
 
 
-def pair_url(server: C2Server) -> str:
+def pair_url(server: C2Process) -> str:
     argv = [sys.executable, "-m", "api.cli", "pair-url", "--home", str(server.home)]
     done = subprocess.run(
         [*argv, "--port", str(server.port)],
@@ -215,7 +215,7 @@ def main() -> None:
     print(f"initial JS+CSS: {raw / 1024:.1f} KB raw, {gz / 1024:.1f} KB gzipped (budget 150 KB)")
 
     home = Path(tempfile.mkdtemp(prefix="c2-bench-web-"))
-    server = C2Server(home)
+    server = C2Process(home)
     server.start()
     headers = {"Authorization": f"Bearer {server.bearer}"}
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import REPO, C2Server
+from tests.e2e.harness import REPO, C2Process
 
 DOCUMENT = REPO / "openapi" / "openapi.json"
 TS_PACKAGE = REPO / "clients" / "typescript"
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def c2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
-    server = C2Server(tmp_path_factory.mktemp("c2home"))
+def c2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
+    server = C2Process(tmp_path_factory.mktemp("c2home"))
     server.start()
     yield server
     server.stop()
@@ -44,7 +44,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     return done.stdout + done.stderr
 
 
-def _pair_url(server: C2Server) -> str:
+def _pair_url(server: C2Process) -> str:
     out = _run(
         [sys.executable, "-m", "api.cli", "pair-url", "--home", str(server.home)],
         cwd=REPO,
@@ -85,7 +85,7 @@ def _ts_deps() -> Path:
     return TS_PACKAGE / "node_modules"
 
 
-def test_generated_typescript_client_runs_the_flow(c2: C2Server, tmp_path: Path):
+def test_generated_typescript_client_runs_the_flow(c2: C2Process, tmp_path: Path):
     """hey-api's client compiles under tsc --strict and drives pair→prompt→stream→problems."""
     node_modules = _ts_deps()
     work = tmp_path / "ts"
@@ -122,7 +122,7 @@ def test_generated_typescript_client_runs_the_flow(c2: C2Server, tmp_path: Path)
     assert summary["events"].count("turn_started") == 2  # type: ignore[attr-defined]
 
 
-def test_generated_python_client_runs_the_flow(c2: C2Server, tmp_path: Path):
+def test_generated_python_client_runs_the_flow(c2: C2Process, tmp_path: Path):
     """openapi-python-client generates with zero warnings; its client runs the same flow."""
     generator = Path(sys.executable).parent / "openapi-python-client"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

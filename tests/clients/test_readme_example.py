@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.harness import REPO, C2Server
+from tests.e2e.harness import REPO, C2Process
 
 MARKER = "<!-- python-quickstart -->"
 
@@ -23,7 +23,7 @@ def _example() -> str:
 
 def test_readme_python_quickstart_streams_a_turn(tmp_path: Path):
     """The example creates a demo session, prompts it and prints the reply until turn_ended."""
-    server = C2Server(tmp_path / "home")
+    server = C2Process(tmp_path / "home")
     server.start()
     try:
         script = tmp_path / "quickstart.py"

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from core.store.database import sqlite_url
-from tests.e2e.harness import C2Server
+from tests.e2e.harness import C2Process
 
 PG_URL = os.environ.get("C2_TEST_DATABASE_URL")
 STORES = [
@@ -62,13 +62,13 @@ def database_url_for(store: str, folder: Path, prefix: str) -> Iterator[str]:
 @contextmanager
 def running_server(
     store: str, home: Path, prefix: str, env: dict[str, str] | None = None
-) -> Iterator[C2Server]:
+) -> Iterator[C2Process]:
     """A started `c2 serve` on `home` whose database is `store` (SQLite: the home's own)."""
     with contextlib.ExitStack() as stack:
         env = dict(env or {})
         if store != "sqlite":
             env["C2_DATABASE_URL"] = stack.enter_context(pg_schema_url(prefix))
-        server = C2Server(home, env=env)
+        server = C2Process(home, env=env)
         server.start()
         try:
             yield server

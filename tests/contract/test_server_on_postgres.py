@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract.pg import PG_URL, pg_schema_url
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 
 pytestmark = [
     pytest.mark.postgres,
@@ -30,12 +30,12 @@ async def test_server_on_postgres_runs_turns_and_recovers(
     """Turn, permission parking, transcript and restart recovery all work on PostgreSQL."""
     workdir = tmp_path / "project"
     workdir.mkdir()
-    server = C2Server(tmp_path / "home", env={"C2_DATABASE_URL": pg_database_url})
+    server = C2Process(tmp_path / "home", env={"C2_DATABASE_URL": pg_database_url})
     server.start()
     try:
         client = Client(server)
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             await client.prompt(sid, "/text hello\n/permission execute Deploy")
             req = await stream.until_event("permission_request")

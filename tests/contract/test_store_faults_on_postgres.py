@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from core.protocol import ErrorEvent
 from core.store.database import Store, StoreUnavailableError
 from tests.contract.pg import PG_URL, pg_schema_url
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 from tests.e2e.test_store_faults import ready_status, serve_once, transcript, wait_ready_status
 
 pytestmark = [
@@ -55,13 +55,13 @@ def terminate(where: str, **params: object) -> int:
     return int(ended or 0)
 
 
-def terminate_server(server: C2Server) -> int:
+def terminate_server(server: C2Process) -> int:
     """End every session of `server` (its writer, holding the owner lock, and its readers)."""
     assert server.proc is not None
     return terminate("application_name ~ :name", name=f"^c2 .*pid {server.proc.pid}( |$)")
 
 
-def restart_cluster(server: C2Server) -> int:
+def restart_cluster(server: C2Process) -> int:
     """Restart the local PostgreSQL cluster itself (fast mode: open sessions are ended)."""
     version = sorted(os.listdir("/etc/postgresql"))[0]
     command = ["pg_ctlcluster", "--skip-systemctl-redirect", "-m", "fast", version, "main"]
@@ -82,8 +82,8 @@ DISRUPTIONS = [
 ]
 
 
-def pg_server(home: Path, url: str) -> C2Server:
-    server = C2Server(home, env={"C2_DATABASE_URL": url})
+def pg_server(home: Path, url: str) -> C2Process:
+    server = C2Process(home, env={"C2_DATABASE_URL": url})
     server.start()
     return server
 
@@ -108,7 +108,7 @@ def test_serve_second_server_on_the_same_postgres_database_refuses_to_start(
 
 @pytest.mark.parametrize("disrupt", DISRUPTIONS)
 async def test_postgres_connection_loss_mid_turn_loses_nothing(
-    pg_database_url: str, tmp_path: Path, disrupt: Callable[[C2Server], int]
+    pg_database_url: str, tmp_path: Path, disrupt: Callable[[C2Process], int]
 ) -> None:
     """Every server session lost (killed, or the cluster restarted) twice while a turn
     streams: every chunk is committed and seen once, in order, the turn ends normally, and c2
@@ -119,7 +119,7 @@ async def test_postgres_connection_loss_mid_turn_loses_nothing(
     client = Client(server)
     try:
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             assert (await client.prompt(sid, "/stamped 200 50")).status_code == 202
             await stream.until(lambda e: e["event"] == "agent_text" and e["transcript_seq"] >= 20)
@@ -133,7 +133,7 @@ async def test_postgres_connection_loss_mid_turn_loses_nothing(
         assert seqs == list(range(201))
         rows = await transcript(client, sid)
         assert [r["seq"] for r in rows] == list(range(201))
-        async with EventStream(client, session=sid) as again:
+        async with EventReader(client, session=sid) as again:
             await again.frame()
             assert (await client.prompt(sid, "/text still here")).status_code == 202
             await again.until_event("turn_ended")

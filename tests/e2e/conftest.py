@@ -7,29 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import C2Server, Client
+from tests.e2e.harness import C2Process, Client
 
 
 @pytest.fixture(scope="module")
-def c2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
+def c2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
     """One server per test module (sessions are independent of each other)."""
-    server = C2Server(tmp_path_factory.mktemp("c2home"))
+    server = C2Process(tmp_path_factory.mktemp("c2home"))
     server.start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def fresh_c2(tmp_path: Path) -> Iterator[C2Server]:
+def fresh_c2(tmp_path: Path) -> Iterator[C2Process]:
     """A server of this test's own, for restart and shutdown tests."""
-    server = C2Server(tmp_path / "home")
+    server = C2Process(tmp_path / "home")
     server.start()
     yield server
     server.stop()
 
 
 @pytest.fixture
-async def client(c2: C2Server) -> AsyncIterator[Client]:
+async def client(c2: C2Process) -> AsyncIterator[Client]:
     c = Client(c2)
     yield c
     await c.aclose()

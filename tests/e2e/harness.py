@@ -58,7 +58,7 @@ env = {env}, SCRIPTED_AGENT_SPAWN_CHILD = "1" }}
     return log
 
 
-class C2Server:
+class C2Process:
     """One `c2 serve` process bound to a home folder; restartable on the same home."""
 
     def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
@@ -149,7 +149,7 @@ class C2Server:
 class Client:
     """Thin async client over the c2 HTTP API."""
 
-    def __init__(self, server: C2Server) -> None:
+    def __init__(self, server: C2Process) -> None:
         self.server = server
         self.http = httpx.AsyncClient(
             base_url=server.base_url,
@@ -187,7 +187,7 @@ class Client:
         return data
 
 
-class EventStream:
+class EventReader:
     """Reads `GET /v1/events` frames; `events` collects every protocol event seen."""
 
     def __init__(self, client: Client, *, session: str | None = None, after: int | None = None):
@@ -203,7 +203,7 @@ class EventStream:
         self._stack = contextlib.AsyncExitStack()
         self._lines: AsyncIterator[str] | None = None
 
-    async def __aenter__(self) -> EventStream:
+    async def __aenter__(self) -> EventReader:
         resp = await self._stack.enter_async_context(
             self.client.http.stream("GET", "/v1/events", params=self.params, timeout=None)
         )

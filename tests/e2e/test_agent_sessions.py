@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import REPO, C2Server, Client, EventStream, poll_until
+from tests.e2e.harness import REPO, C2Process, Client, EventReader, poll_until
 from tests.gitrepos import git, make_repo
 
 SECRET = "s3cr3t-token-value"
@@ -33,7 +33,7 @@ PROVIDER_MCP = (
 )
 
 
-def add_providers(server: C2Server) -> None:
+def add_providers(server: C2Process) -> None:
     """Append scripted-agent variants (one per EXTRA entry) to the server's providers.toml."""
     state = server.home / "agent-state"
     lines = []
@@ -59,8 +59,8 @@ def add_providers(server: C2Server) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
-    c2 = C2Server(tmp_path_factory.mktemp("c2home"))
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
+    c2 = C2Process(tmp_path_factory.mktemp("c2home"))
     add_providers(c2)
     c2.start()
     yield c2
@@ -68,13 +68,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
 
 
 @pytest.fixture
-async def api(server: C2Server) -> AsyncIterator[Client]:
+async def api(server: C2Process) -> AsyncIterator[Client]:
     client = Client(server)
     yield client
     await client.aclose()
 
 
-def requests_of(server: C2Server, method: str) -> list[dict[str, Any]]:
+def requests_of(server: C2Process, method: str) -> list[dict[str, Any]]:
     return [e for e in server.agent_log_lines() if e.get("method") == method]
 
 
@@ -87,10 +87,10 @@ def pid_alive(pid: int) -> bool:
 
 
 async def test_new_session_snapshot_offers_models_modes_and_options(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """The 201 snapshot carries models, modes and config options: session/new ran at creation."""
-    async with EventStream(api) as stream:
+    async with EventReader(api) as stream:
         await stream.frame()
         snap = await api.new_session(workdir, provider={"custom": "modes"})
         sid = snap["id"]
@@ -109,7 +109,7 @@ async def test_new_session_snapshot_offers_models_modes_and_options(
     assert prompts == []  # created before any prompt
 
 
-def created_in(server: C2Server, cwd: Path) -> list[str]:
+def created_in(server: C2Process, cwd: Path) -> list[str]:
     """ACP session ids the scripted agent created in `cwd`, oldest first."""
     lines = server.agent_log_lines()
     return [
@@ -118,12 +118,12 @@ def created_in(server: C2Server, cwd: Path) -> list[str]:
 
 
 async def test_set_mode_applies_before_and_after_a_prompt(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """PUT …/mode and the set_mode op call session/set_mode and broadcast `modes`; the agent's
     own current_mode_update shows too; an unknown mode is 422 unknown_mode."""
     sid = (await api.new_session(workdir, provider={"custom": "modes"}))["id"]
-    async with EventStream(api, session=sid) as stream:
+    async with EventReader(api, session=sid) as stream:
         await stream.frame()
         resp = await api.http.put(f"/v1/sessions/{sid}/mode", json={"mode_id": "plan"})
         assert resp.status_code == 200, resp.text
@@ -155,7 +155,7 @@ async def test_set_model_unknown_id_is_422(api: Client, workdir: Path) -> None:
 
 
 async def test_model_only_as_config_option_is_applied_there(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """An agent exposing its model only as a config option (OpenCode) gets the model through
     session/set_config_option; the snapshot's model and picker reflect that option."""
@@ -165,7 +165,7 @@ async def test_model_only_as_config_option_is_applied_there(
     assert [m["id"] for m in snap["models"]["available"]] == ["echo-fast", "echo-smart"]
     resp = await api.http.put(f"/v1/sessions/{sid}/model", json={"model": "echo-smart"})
     assert resp.status_code == 200, resp.text
-    async with EventStream(api, session=sid) as stream:
+    async with EventReader(api, session=sid) as stream:
         await stream.frame()
         await api.prompt(sid, "/model")
         await stream.until_event("turn_ended")
@@ -182,13 +182,13 @@ async def test_model_only_as_config_option_is_applied_there(
 
 
 async def test_auth_required_refuses_creation_and_leaves_nothing(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """An agent refusing session/new with ACP's auth error fails creation with
     agent_auth_required and its authMethods; no row, no process, no worktree remain."""
     repo = make_repo(workdir, with_origin=False, subdir=None).root
     before = (await api.http.get("/v1/sessions")).json()["sessions"]
-    async with EventStream(api) as stream:
+    async with EventReader(api) as stream:
         await stream.frame()
         resp = await api.http.post(
             "/v1/sessions",
@@ -227,7 +227,7 @@ async def test_auth_required_refuses_creation_and_leaves_nothing(
 async def test_auth_required_on_prompt_ends_the_turn(api: Client, workdir: Path) -> None:
     """A prompt answered with ACP's auth error fails the turn with agent_auth_required."""
     sid = (await api.new_session(workdir, provider={"custom": "auth_prompt"}))["id"]
-    async with EventStream(api, session=sid) as stream:
+    async with EventReader(api, session=sid) as stream:
         await stream.frame()
         await api.prompt(sid, "hello", request_id="p-auth")
         event = await stream.until_event("error", request_id="p-auth")
@@ -258,7 +258,7 @@ async def test_prompt_failure_carries_stderr_tail(api: Client, workdir: Path) ->
     """A failed prompt's error event names the step, drops the JSON-RPC prefix and carries the
     stderr the agent wrote meanwhile."""
     sid = (await api.new_session(workdir))["id"]
-    async with EventStream(api, session=sid) as stream:
+    async with EventReader(api, session=sid) as stream:
         await stream.frame()
         await api.prompt(sid, "/stderr-fail model API said 529 overloaded", request_id="p-err")
         event = await stream.until_event("error", request_id="p-err")
@@ -268,7 +268,7 @@ async def test_prompt_failure_carries_stderr_tail(api: Client, workdir: Path) ->
 
 
 async def test_mcp_servers_sent_merged_and_kept_secret(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """mcp_servers reach session/new merged with the provider's (the session's wins by name);
     clients only ever see {name, type}; env values never leave c2."""
@@ -281,7 +281,7 @@ async def test_mcp_servers_sent_merged_and_kept_secret(
         },
         {"name": "files", "command": "/bin/ls", "args": [], "env": []},
     ]
-    async with EventStream(api) as stream:
+    async with EventReader(api) as stream:
         await stream.frame()
         resp = await api.http.post(
             "/v1/sessions",
@@ -350,7 +350,7 @@ async def test_mcp_servers_refused_leave_nothing(
 
 
 async def test_mcp_servers_duplicate_name_and_http_when_advertised(
-    api: Client, server: C2Server, workdir: Path
+    api: Client, server: C2Process, workdir: Path
 ) -> None:
     """A duplicate name is invalid; an http server goes through to an agent advertising http,
     its headers kept out of every answer."""
@@ -377,7 +377,7 @@ async def test_revival_resumes_with_mcp_servers_mode_and_model(tmp_path: Path) -
     re-applies a mode chosen while the agent was down."""
     workdir = tmp_path / "project"
     workdir.mkdir()
-    server = C2Server(tmp_path / "home")
+    server = C2Process(tmp_path / "home")
     add_providers(server)
     server.start()
     try:
@@ -394,7 +394,7 @@ async def test_revival_resumes_with_mcp_servers_mode_and_model(tmp_path: Path) -
         sid = created["id"]
         resp = await api.http.put(f"/v1/sessions/{sid}/model", json={"model": "echo-smart"})
         assert resp.status_code == 200, resp.text
-        async with EventStream(api, session=sid) as stream:
+        async with EventReader(api, session=sid) as stream:
             await stream.frame()
             await api.prompt(sid, "/text first")
             await stream.until_event("turn_ended")
@@ -411,7 +411,7 @@ async def test_revival_resumes_with_mcp_servers_mode_and_model(tmp_path: Path) -
         ]
         resp = await api.http.put(f"/v1/sessions/{sid}/mode", json={"mode_id": "plan"})
         assert resp.status_code == 200, resp.text
-        async with EventStream(api, session=sid) as stream:
+        async with EventReader(api, session=sid) as stream:
             await stream.frame()
             await api.prompt(sid, "/model")
             await stream.until_event("turn_ended")
@@ -434,7 +434,7 @@ async def test_eviction_closes_the_acp_session_first(tmp_path: Path) -> None:
     """Evicting an idle agent to make room sends session/close first (when advertised)."""
     workdir = tmp_path / "project"
     workdir.mkdir()
-    server = C2Server(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "1"})
+    server = C2Process(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "1"})
     add_providers(server)
     server.start()
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.harness import Client, EventStream
+from tests.e2e.harness import Client, EventReader
 
 ECHO = {"custom": "echo"}
 
@@ -21,7 +21,7 @@ async def test_demo_agent_runs_in_a_project_with_its_own_core_package(
     (shadow / "agents" / "demo_agent.py").write_text("raise SystemExit(3)\n")
     snap = await client.new_session(workdir, provider=ECHO)
     sid = snap["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         resp = await client.prompt(sid, "hello from a shadowing project")
         assert resp.status_code == 202, resp.text
         ended = await stream.until_event("turn_ended", session=sid, timeout=30)

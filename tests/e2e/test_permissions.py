@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 
 MODES = ["ask", "accept_edits", "yolo"]
 SANDBOXES = ["read_only", "workspace_write", "danger_full_access"]
@@ -25,7 +25,7 @@ TABLE = {
 }
 
 
-def activities(stream: EventStream, sid: str) -> list[dict]:
+def activities(stream: EventReader, sid: str) -> list[dict]:
     return [
         e["activity"]
         for e in stream.events
@@ -33,7 +33,7 @@ def activities(stream: EventStream, sid: str) -> list[dict]:
     ]
 
 
-def said(stream: EventStream, sid: str) -> str:
+def said(stream: EventReader, sid: str) -> str:
     return "".join(
         e["text"] for e in stream.events if e["event"] == "agent_text" and e["session"] == sid
     )
@@ -43,7 +43,7 @@ def said(stream: EventStream, sid: str) -> str:
 async def test_policy_table_decides_every_cell(client: Client, workdir: Path, mode: str) -> None:
     """All 27 mode × sandbox × kind cells: allow, reject or park exactly as the table says."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         for sandbox in SANDBOXES:
             resp = await client.http.put(
@@ -78,7 +78,7 @@ async def test_accept_edits_still_asks_for_execute(client: Client, workdir: Path
             workdir, initial_policy={"mode": "accept_edits", "sandbox": "workspace_write"}
         )
     )["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute Run tests")
         req = await stream.until_event("permission_request")
@@ -93,7 +93,7 @@ async def test_initial_policy_governs_the_first_turn(client: Client, workdir: Pa
     sid = (
         await client.new_session(workdir, initial_policy={"mode": "ask", "sandbox": "read_only"})
     )["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute rm -rf build")
         await stream.until_event("turn_ended")
@@ -105,7 +105,7 @@ async def test_initial_policy_governs_the_first_turn(client: Client, workdir: Pa
 async def test_two_pending_permissions_answered_out_of_order(client: Client, workdir: Path) -> None:
     """Two parked inputs: exact revisions running, awaiting×2, awaiting, running, idle."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permissions 2 execute")
         first = await stream.until_event("permission_request")
@@ -136,7 +136,7 @@ async def test_invalid_answers_are_noops(client: Client, workdir: Path) -> None:
     """Wrong session, unknown id, bad option and duplicate answers: 409, no event, no revision."""
     sid = (await client.new_session(workdir))["id"]
     other = (await client.new_session(workdir))["id"]
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute Deploy")
         req = await stream.until_event("permission_request", session=sid)
@@ -164,7 +164,7 @@ async def test_invalid_answers_are_noops(client: Client, workdir: Path) -> None:
 async def test_cancel_drains_parked_inputs_first(client: Client, workdir: Path) -> None:
     """cancel answers every parked input cancelled, returns to running, then ends the turn."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permissions 2 execute\n/hang")
         await stream.until_event("permission_request")
@@ -187,7 +187,7 @@ async def test_cancel_drains_parked_inputs_first(client: Client, workdir: Path) 
 async def test_policy_change_affects_later_requests_only(client: Client, workdir: Path) -> None:
     """A parked request stays parked after yolo; the next request is auto-allowed."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute first\n/permission execute second")
         req = await stream.until_event("permission_request")
@@ -205,7 +205,7 @@ async def test_policy_change_affects_later_requests_only(client: Client, workdir
 
 async def test_policy_of_unknown_session_is_a_correlated_error(client: Client) -> None:
     """set_execution_policy on a missing session: 404 and a non-terminal correlated error."""
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         resp = await client.http.put(
             "/v1/sessions/nope/execution-policy",
@@ -222,12 +222,12 @@ async def test_second_client_sees_parked_permission_in_welcome(
 ) -> None:
     """A client connecting while a permission is parked sees it and can answer it."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as first:
+    async with EventReader(client, session=sid) as first:
         await first.frame()
         await client.prompt(sid, "/permission execute Ship it")
         await first.until_event("permission_request")
         second_client = Client(client.server)
-        async with EventStream(second_client) as second:
+        async with EventReader(second_client) as second:
             welcome = await second.frame()
             snap = next(s for s in welcome["sessions"] if s["id"] == sid)
             state = snap["activity"]["state"]
@@ -241,11 +241,11 @@ async def test_second_client_sees_parked_permission_in_welcome(
     assert said(first, sid) == "allow"
 
 
-async def test_restart_drops_parked_permission(fresh_c2: C2Server, workdir: Path) -> None:
+async def test_restart_drops_parked_permission(fresh_c2: C2Process, workdir: Path) -> None:
     """After a restart nothing is actionable: failed/interrupted, old input id is a no-op."""
     client = Client(fresh_c2)
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute Deploy")
         req = await stream.until_event("permission_request")

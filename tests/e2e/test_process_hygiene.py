@@ -23,13 +23,13 @@ import pytest
 
 from core.protocol import ErrorEvent
 from tests.conftest import make_settings, start_server
-from tests.e2e.harness import REPO, C2Server, Client, EventStream, poll_until
+from tests.e2e.harness import REPO, C2Process, Client, EventReader, poll_until
 from tests.e2e.test_turns import alive, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 
 
-def add_provider(server: C2Server, name: str, **env: str) -> None:
+def add_provider(server: C2Process, name: str, **env: str) -> None:
     """Register one more scripted-agent provider (before the server starts)."""
     pairs = {"PYTHONPATH": str(REPO), "SCRIPTED_AGENT_LOG": str(server.agent_log), **env}
     table = ", ".join(f'{key} = "{value}"' for key, value in pairs.items())
@@ -69,9 +69,9 @@ def agent_pids(server_pid: int) -> list[int]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[C2Server]:
+def server(tmp_path: Path) -> Iterator[C2Process]:
     """A server of this test's own (not started), with extra providers registered."""
-    c2 = C2Server(tmp_path / "home")
+    c2 = C2Process(tmp_path / "home")
     add_provider(
         c2,
         "stubborn_close",
@@ -92,12 +92,12 @@ def with_signal(pid: int, sig: int) -> None:
         pass
 
 
-def log_entries(server: C2Server, event: str) -> list[dict[str, Any]]:
+def log_entries(server: C2Process, event: str) -> list[dict[str, Any]]:
     return [e for e in server.agent_log_lines() if e.get("event") == event]
 
 
 async def test_kill9_restart_leaves_no_process_of_the_old_agents(
-    server: C2Server, workdir: Path
+    server: C2Process, workdir: Path
 ) -> None:
     """kill -9 of c2 with live agents (one with a grandchild, one blocked writing to a full
     stdout pipe): after a restart on the same home no process of those agents remains."""
@@ -107,7 +107,7 @@ async def test_kill9_restart_leaves_no_process_of_the_old_agents(
     idle = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
     flooding = (await client.new_session(workdir))["id"]
     assert idle
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         assert (await client.prompt(hanging, "/hang")).status_code == 202
         await stream.until_event("turn_started", session=hanging)
@@ -129,7 +129,7 @@ async def test_kill9_restart_leaves_no_process_of_the_old_agents(
     await wait_gone(*leaders, *grandchildren, timeout=10)
 
 
-async def wait_flood_blocked(server: C2Server) -> None:
+async def wait_flood_blocked(server: C2Process) -> None:
     """Until the flooding agent's progress stops moving (it is blocked on the full pipe)."""
     with anyio.fail_after(20):
         last = -1
@@ -141,14 +141,14 @@ async def wait_flood_blocked(server: C2Server) -> None:
             await anyio.sleep(0.3)
 
 
-async def test_agent_crash_ends_its_children_at_once(server: C2Server, workdir: Path) -> None:
+async def test_agent_crash_ends_its_children_at_once(server: C2Process, workdir: Path) -> None:
     """When an agent's leader dies, its whole process group goes with it, not at delete."""
     server.start()
     client = Client(server)
     sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
     child = log_entries(server, "child")[-1]
     assert alive(child["pid"])
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/crash")
         assert (await stream.until_event("error"))["terminal"] is True
@@ -161,7 +161,7 @@ async def test_concurrent_creates_respect_the_live_agent_limit(
 ) -> None:
     """12 concurrent creates with 2 agent slots: never more than 2 agents; refusals are
     503 capacity with Retry-After."""
-    server = C2Server(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "2"})
+    server = C2Process(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "2"})
     server.start()
     client = Client(server)
     body = {"provider": {"custom": "scripted"}, "cwd": str(workdir), "use_worktree": False}
@@ -184,7 +184,7 @@ async def test_concurrent_creates_respect_the_live_agent_limit(
 
 
 async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
-    server: C2Server, workdir: Path
+    server: C2Process, workdir: Path
 ) -> None:
     """An agent ignoring session/cancel: after the grace period the turn ends `cancelled`,
     the agent is ended and the next prompt revives a new one."""
@@ -193,7 +193,7 @@ async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
     sid = (await client.new_session(workdir))["id"]
     assert server.proc is not None
     (agent,) = agent_pids(server.proc.pid)
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         # The agent speaks once it holds the prompt: a cancel before that never reaches it.
         await client.prompt(sid, "/text busy\n/ignore-cancel")
@@ -204,7 +204,7 @@ async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
     assert "error" not in stream.names()
     assert (await client.snapshot(sid))["activity"]["state"]["kind"] == "idle"
     await wait_gone(agent)
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         assert (await client.prompt(sid, "again")).status_code == 202
         assert (await stream.until_event("turn_ended"))["stop_reason"] == "end_turn"
@@ -212,14 +212,14 @@ async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
 
 
 async def test_delete_of_an_agent_ignoring_eof_sends_close_and_leaves_no_process(
-    server: C2Server, workdir: Path
+    server: C2Process, workdir: Path
 ) -> None:
     """DELETE sends ACP session/close where advertised, answers without waiting for the
     agent, and the agent (ignoring EOF and SIGTERM) and its child are gone soon after."""
     server.start()
     client = Client(server)
     sid = (await client.new_session(workdir, provider={"custom": "stubborn_close"}))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "hello")
         await stream.until_event("turn_ended")
@@ -242,12 +242,12 @@ async def test_delete_of_an_agent_ignoring_eof_sends_close_and_leaves_no_process
     await client.aclose()
 
 
-async def test_sigterm_exits_zero_after_a_clean_drain(server: C2Server, workdir: Path) -> None:
+async def test_sigterm_exits_zero_after_a_clean_drain(server: C2Process, workdir: Path) -> None:
     """SIGTERM with a running turn: the server drains (agents ended) and exits with 0."""
     server.start()
     client = Client(server)
     sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
@@ -264,7 +264,7 @@ async def test_turn_ends_failed_on_an_unexpected_exception(tmp_path: Path, workd
     """A turn task failing with an unexpected exception (MemoryError) still ends the turn:
     failed/provider_error, a terminal error, and the next prompt is accepted."""
     home = tmp_path / "home"
-    C2Server(home)  # writes the scripted providers into the home
+    C2Process(home)  # writes the scripted providers into the home
     live = await asyncio.to_thread(start_server, make_settings(home))
     compiler = live.services.engine.compiler
 
@@ -274,7 +274,7 @@ async def test_turn_ends_failed_on_an_unexpected_exception(tmp_path: Path, workd
     client = Client(live)  # type: ignore[arg-type]  # same base_url / bearer surface
     try:
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             compiler.compile = out_of_memory  # type: ignore[method-assign]  # fault injection
             assert (await client.prompt(sid, "hello", request_id="p1")).status_code == 202

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 from tests.notify.pushservice import Browser, FakePushService, check_vapid, unb64url
 from tests.notify.receivers import Received
 
@@ -21,15 +21,15 @@ SUBJECT = "mailto:ops@example.com"
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[C2Server]:
-    c2 = C2Server(tmp_path / "home", env={"C2_VAPID_SUBJECT": SUBJECT})
+def server(tmp_path: Path) -> Iterator[C2Process]:
+    c2 = C2Process(tmp_path / "home", env={"C2_VAPID_SUBJECT": SUBJECT})
     c2.start()
     yield c2
     c2.stop()
 
 
 @pytest.fixture
-async def client(server: C2Server) -> AsyncIterator[Client]:
+async def client(server: C2Process) -> AsyncIterator[Client]:
     c = Client(server)
     yield c
     await c.aclose()
@@ -55,7 +55,7 @@ async def _subscribe(client: Client, browser: Browser) -> dict[str, Any]:
     return created
 
 
-async def test_vapid_key_lives_in_the_home(server: C2Server, client: Client):
+async def test_vapid_key_lives_in_the_home(server: C2Process, client: Client):
     key = await _public_key(client)
     raw = unb64url(key)
     assert len(raw) == 65 and raw[0] == 4  # an uncompressed P-256 point
@@ -91,14 +91,14 @@ def _messages(reqs: list[Received], browser: Browser) -> list[dict[str, Any]]:
 
 
 async def test_parked_permission_is_pushed_then_withdrawn_when_answered(
-    server: C2Server, client: Client, pushes: FakePushService, tmp_path: Path
+    server: C2Process, client: Client, pushes: FakePushService, tmp_path: Path
 ):
     key = await _public_key(client)
     phone, laptop = Browser.new(pushes.endpoint("phone")), Browser.new(pushes.endpoint("laptop"))
     await _subscribe(client, phone)
     await _subscribe(client, laptop)
     sid = (await client.new_session(tmp_path))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.prompt(sid, "/permission execute Run the tests\n/text secret-words")
         assert resp.status_code == 202, resp.text
@@ -152,7 +152,7 @@ async def test_a_gone_subscription_is_forgotten(
     assert sorted(await _listed(client)) == sorted([kept_sub["id"], gone["id"]])
     pushes.gone.add("/push/dropped")
     sid = (await client.new_session(tmp_path))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/text one")
         await stream.until_event("turn_ended")

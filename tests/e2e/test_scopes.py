@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.e2e.harness import REPO, C2Process, Client, EventReader
 
 SCOPES = ("read", "approve", "operate", "admin")
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -33,7 +33,7 @@ class Device:
     scopes: list[str]
 
 
-def c2_pair(server: C2Server, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def c2_pair(server: C2Process, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -54,7 +54,7 @@ def c2_pair(server: C2Server, name: str, *extra: str) -> subprocess.CompletedPro
     )
 
 
-def pair(server: C2Server, name: str, scopes: str) -> Device:
+def pair(server: C2Process, name: str, scopes: str) -> Device:
     out = c2_pair(server, name, "--scopes", scopes)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -62,7 +62,7 @@ def pair(server: C2Server, name: str, scopes: str) -> Device:
 
 
 @pytest.fixture(scope="module")
-def devices(c2: C2Server) -> dict[str, Device]:
+def devices(c2: C2Process) -> dict[str, Device]:
     return {
         "read": pair(c2, "reader", "read"),
         "approve": pair(c2, "phone", "approve"),
@@ -71,7 +71,7 @@ def devices(c2: C2Server) -> dict[str, Device]:
 
 
 @pytest.fixture(scope="module")
-def openapi(c2: C2Server) -> dict[str, Any]:
+def openapi(c2: C2Process) -> dict[str, Any]:
     doc: dict[str, Any] = httpx.get(f"{c2.base_url}/openapi.json", timeout=10).json()
     return doc
 
@@ -94,14 +94,14 @@ def concrete(path: str, *, device_id: str = "someone-else") -> str:
     return re.sub(r"\{[^}]+\}", "no-such-thing", path)
 
 
-async def as_device(c2: C2Server, device: Device) -> Client:
+async def as_device(c2: C2Process, device: Device) -> Client:
     client = Client(c2)
     client.http.headers["Authorization"] = f"Bearer {device.bearer}"
     return client
 
 
 @pytest.fixture
-async def clients(c2: C2Server, devices: dict[str, Device]) -> AsyncIterator[dict[str, Client]]:
+async def clients(c2: C2Process, devices: dict[str, Device]) -> AsyncIterator[dict[str, Client]]:
     made = {name: await as_device(c2, device) for name, device in devices.items()}
     yield made
     for client in made.values():
@@ -169,7 +169,7 @@ async def test_scopes_a_route_inside_the_scope_passes_the_check(
     assert bad.status_code == 422  # its own op: validated, not refused
 
 
-def test_scopes_pair_cli_mints_the_given_scopes_and_rejects_unknown(c2: C2Server) -> None:
+def test_scopes_pair_cli_mints_the_given_scopes_and_rejects_unknown(c2: C2Process) -> None:
     """`c2 pair --scopes` mints those scopes (all four without it); an unknown name is an
     error naming it, and no device is created."""
     assert pair(c2, "both", "approve, read").scopes == ["read", "approve"]
@@ -185,7 +185,7 @@ def test_scopes_pair_cli_mints_the_given_scopes_and_rejects_unknown(c2: C2Server
     assert "bad" not in by_name
 
 
-async def test_scopes_a_device_without_admin_revokes_only_itself(c2: C2Server) -> None:
+async def test_scopes_a_device_without_admin_revokes_only_itself(c2: C2Process) -> None:
     """Without `admin` a device cannot revoke another (403) but can revoke itself."""
     mine, other = pair(c2, "mine", "read"), pair(c2, "other", "read")
     client = await as_device(c2, mine)
@@ -203,7 +203,7 @@ async def test_scopes_a_device_without_admin_revokes_only_itself(c2: C2Server) -
 
 
 async def test_scopes_permission_answers_record_the_answering_device(
-    c2: C2Server,
+    c2: C2Process,
     client: Client,
     clients: dict[str, Client],
     devices: dict[str, Device],
@@ -213,7 +213,7 @@ async def test_scopes_permission_answers_record_the_answering_device(
     in `permission_resolved` and the transcript; one drained by a cancel has answered_by null."""
     phone, watcher = clients["approve"], clients["read,approve"]
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(watcher, session=sid) as stream:  # a read,approve device watches
+    async with EventReader(watcher, session=sid) as stream:  # a read,approve device watches
         await stream.frame()
         assert (await client.prompt(sid, "/permission edit Edit the file")).status_code == 202
         req = await stream.until_event("permission_request")

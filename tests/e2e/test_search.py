@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.contract.pg import STORES, running_server
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 
 
 @pytest.fixture(
@@ -22,7 +22,7 @@ from tests.e2e.harness import C2Server, Client, EventStream
 )
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[C2Server]:
+) -> Iterator[C2Process]:
     """One server per store for this module; each test searches words of its own."""
     home = tmp_path_factory.mktemp("c2search") / "home"
     with running_server(request.param, home, "c2_search") as c2:
@@ -30,7 +30,7 @@ def server(
 
 
 @pytest.fixture
-async def sc(server: C2Server) -> AsyncIterator[Client]:
+async def sc(server: C2Process) -> AsyncIterator[Client]:
     c = Client(server)
     yield c
     await c.aclose()
@@ -42,7 +42,7 @@ def _word() -> str:
 
 
 async def _turn(client: Client, sid: str, script: str) -> None:
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.prompt(sid, script)
         assert resp.status_code == 202, resp.text
@@ -206,7 +206,7 @@ async def test_cursor_pages_through_every_hit_once(sc: Client, workdir: Path) ->
 async def test_a_message_is_found_while_it_streams(sc: Client, workdir: Path) -> None:
     word = _word()
     sid = (await sc.new_session(workdir))["id"]
-    async with EventStream(sc, session=sid) as stream:
+    async with EventReader(sc, session=sid) as stream:
         await stream.frame()
         assert (
             await sc.prompt(sid, f"/text streaming {word[:4]}\n/text {word[4:]}\n/hang")

@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.e2e.harness import REPO, C2Process, Client, EventReader
 
 LOCK_SECONDS = 10.0
 
@@ -57,12 +57,12 @@ def exclusive_lock(db: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-async def ready_status(server: C2Server) -> int:
+async def ready_status(server: C2Process) -> int:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=5) as http:
         return (await http.get("/readyz")).status_code
 
 
-async def wait_ready_status(server: C2Server, status: int, timeout: float = 15.0) -> None:
+async def wait_ready_status(server: C2Process, status: int, timeout: float = 15.0) -> None:
     with anyio.fail_after(timeout):
         while await ready_status(server) != status:  # noqa: ASYNC110 - another process's state
             await anyio.sleep(0.1)
@@ -75,7 +75,7 @@ async def transcript(client: Client, sid: str) -> list[dict[str, Any]]:
     return entries
 
 
-def seen_seqs(stream: EventStream, sid: str) -> list[int]:
+def seen_seqs(stream: EventReader, sid: str) -> list[int]:
     return [
         e["transcript_seq"]
         for e in stream.events
@@ -84,14 +84,14 @@ def seen_seqs(stream: EventStream, sid: str) -> list[int]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[C2Server]:
-    c2 = C2Server(tmp_path / "home")
+def server(tmp_path: Path) -> Iterator[C2Process]:
+    c2 = C2Process(tmp_path / "home")
     c2.start()
     yield c2
     c2.stop()
 
 
-def test_serve_second_server_on_the_same_home_refuses_to_start(server: C2Server) -> None:
+def test_serve_second_server_on_the_same_home_refuses_to_start(server: C2Process) -> None:
     """A second `c2 serve` on a served home exits at once with one line naming the owner."""
     assert server.proc is not None
     second = serve_once(server.home)
@@ -110,7 +110,7 @@ def test_serve_tightens_an_existing_home_and_its_database(tmp_path: Path) -> Non
     home.chmod(0o755)
     (home / "c2.db").touch()
     (home / "c2.db").chmod(0o644)
-    c2 = C2Server(home)
+    c2 = C2Process(home)
     c2.start()
     try:
         assert mode(home) == 0o700
@@ -120,7 +120,7 @@ def test_serve_tightens_an_existing_home_and_its_database(tmp_path: Path) -> Non
     finally:
         c2.stop()
     fresh = tmp_path / "fresh"
-    c2 = C2Server(fresh)  # the harness creates the folder with the umask's mode
+    c2 = C2Process(fresh)  # the harness creates the folder with the umask's mode
     c2.start()
     try:
         assert mode(fresh) == 0o700 and mode(fresh / "c2.db") == 0o600
@@ -146,7 +146,7 @@ def test_serve_on_an_unwritable_home_fails_with_one_line(tmp_path: Path) -> None
 
 
 async def test_sqlite_lock_held_during_a_turn_loses_nothing(
-    server: C2Server, tmp_path: Path
+    server: C2Process, tmp_path: Path
 ) -> None:
     """A write lock held elsewhere for 10 s mid-turn: /readyz is 503 meanwhile, then every
     chunk is committed and seen once, in order, the turn ends normally, c2 serves on."""
@@ -155,7 +155,7 @@ async def test_sqlite_lock_held_during_a_turn_loses_nothing(
     client = Client(server)
     try:
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             assert (await client.prompt(sid, "/stamped 150 10")).status_code == 202
             await stream.until(lambda e: e["event"] == "agent_text" and e["transcript_seq"] >= 5)
@@ -170,7 +170,7 @@ async def test_sqlite_lock_held_during_a_turn_loses_nothing(
         assert len(rows) == 150
         assert [r["seq"] for r in rows] == list(range(1, 151))
         assert seen_seqs(stream, sid) == [0, *range(1, 151)]
-        async with EventStream(client, session=sid) as again:
+        async with EventReader(client, session=sid) as again:
             await again.frame()
             assert (await client.prompt(sid, "/text still here")).status_code == 202
             await again.until_event("turn_ended")
@@ -183,12 +183,12 @@ async def test_sqlite_lock_outlasting_the_retry_fails_the_turn(tmp_path: Path) -
     naming the cause; no seq is seen twice; the store recovers without a restart."""
     workdir = tmp_path / "project"
     workdir.mkdir()
-    server = C2Server(tmp_path / "home", env={"C2_STORE_RETRY_SECONDS": "1"})
+    server = C2Process(tmp_path / "home", env={"C2_STORE_RETRY_SECONDS": "1"})
     server.start()
     client = Client(server)
     try:
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             assert (await client.prompt(sid, "/stamped 60 20")).status_code == 202
             await stream.until(lambda e: e["event"] == "agent_text")
@@ -218,7 +218,7 @@ async def test_sqlite_lock_outlasting_the_retry_fails_the_turn(tmp_path: Path) -
 
 
 async def test_failed_update_write_ends_the_turn_and_its_seq_is_never_reused(
-    server: C2Server, tmp_path: Path
+    server: C2Process, tmp_path: Path
 ) -> None:
     """An update the database rejects fails the turn with a terminal error; the next row
     does not take the rejected row's seq."""
@@ -233,7 +233,7 @@ async def test_failed_update_write_ends_the_turn_and_its_seq_is_never_reused(
     client = Client(server)
     try:
         sid = (await client.new_session(workdir))["id"]
-        async with EventStream(client, session=sid) as stream:
+        async with EventReader(client, session=sid) as stream:
             await stream.frame()
             await client.prompt(sid, "/chunks 3")
             error = await stream.until_event("error", timeout=30)
@@ -298,12 +298,12 @@ async def test_full_disk_during_a_turn_loses_nothing(tmp_path: Path) -> None:
     workdir = tmp_path / "project"
     workdir.mkdir()
     with small_disk(tmp_path / "disk", "16m") as disk:
-        server = C2Server(disk / "home")
+        server = C2Process(disk / "home")
         server.start()
         client = Client(server)
         try:
             sid = (await client.new_session(workdir))["id"]
-            async with EventStream(client, session=sid) as stream:
+            async with EventReader(client, session=sid) as stream:
                 await stream.frame()
                 assert (await client.prompt(sid, "/stamped 150 15")).status_code == 202
                 await stream.until(

@@ -19,7 +19,7 @@ from api.frames import StreamFrame
 from api.openapi import document
 from core.protocol import Event
 from tests.conftest import make_settings
-from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.e2e.harness import REPO, C2Process, Client, EventReader
 from tests.notify.receivers import Receiver
 
 MODES_PROVIDER = f"""
@@ -56,7 +56,7 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     """Every frame and event kind a real server sends validates against StreamFrame."""
     validator = _frame_validator(tmp_path)
     # Webhook retries a hundred times faster: ten failed deliveries disable one in ~5 s.
-    fresh_c2 = C2Server(tmp_path / "home", env={"C2_WEBHOOK_BACKOFF_SCALE": "0.01"})
+    fresh_c2 = C2Process(tmp_path / "home", env={"C2_WEBHOOK_BACKOFF_SCALE": "0.01"})
     with (fresh_c2.home / "providers.toml").open("a", encoding="utf-8") as toml:
         toml.write(MODES_PROVIDER)
     fresh_c2.start()
@@ -66,7 +66,7 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     frames: list[dict[str, Any]] = []
     receiver = Receiver()
     try:
-        async with EventStream(client) as stream:
+        async with EventReader(client) as stream:
             await stream.frame()
             # A webhook whose receiver always fails is disabled: `webhook_disabled`.
             receiver.__enter__()
@@ -103,12 +103,12 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
                 await stream.until_event("webhook_disabled", timeout=60)
             frames += stream.frames
             last = stream.ids[-1]
-        async with EventStream(client, after=last + 1000) as ahead:
+        async with EventReader(client, after=last + 1000) as ahead:
             frames.append(await ahead.frame())
             frames.append(await ahead.frame())
         with sqlite3.connect(fresh_c2.home / "c2.db") as db:
             db.execute("DROP TABLE sessions")
-        async with EventStream(client) as broken:
+        async with EventReader(client) as broken:
             frames.append(await broken.frame())
     finally:
         await client.aclose()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.harness import Client, EventStream
+from tests.e2e.harness import Client, EventReader
 
 
-async def run_turn(client: Client, stream: EventStream, sid: str, text: str) -> None:
+async def run_turn(client: Client, stream: EventReader, sid: str, text: str) -> None:
     resp = await client.prompt(sid, text)
     assert resp.status_code == 202, resp.text
     await stream.until(lambda e: e["event"] in ("turn_ended", "error") and e["session"] == sid)
@@ -15,7 +15,7 @@ async def run_turn(client: Client, stream: EventStream, sid: str, text: str) -> 
 
 async def session_with_turns(client: Client, workdir: Path, turns: int) -> str:
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         for i in range(turns):
             await run_turn(
@@ -81,7 +81,7 @@ async def test_chat_reference_preview_equals_what_the_agent_receives(
     assert "TURN_004_USER_ONLY" not in text and "TURN_005_USER_ONLY" in text
     assert "TURN_024_AGENT_ONLY" in text and "_(earlier messages omitted)_" in text
     assert len(text) <= 16_000 + len("Summarise PREVIEW_MARKER_1\n\n")
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.http.post(f"/v1/sessions/{sid}/prompt", json={"doc": doc})
         assert resp.status_code == 202
@@ -95,7 +95,7 @@ async def test_chat_reference_preview_equals_what_the_agent_receives(
 async def test_oversized_latest_turn_keeps_its_tail(client: Client, workdir: Path) -> None:
     """A 24,000-CJK latest turn is cut to its tail within 16,000 scalars, preview == received."""
     ref = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=ref) as stream:
+    async with EventReader(client, session=ref) as stream:
         await stream.frame()
         await run_turn(client, stream, ref, "First question\nOLD_CONTEXT\n/text old answer")
         await run_turn(client, stream, ref, "界" * 24_000 + "LATEST_CONTEXT_END")
@@ -107,7 +107,7 @@ async def test_oversized_latest_turn_keeps_its_tail(client: Client, workdir: Pat
     context = compiled["prompt"].split("\n\n", 1)[1]
     assert len(context) <= 16_000 and context.endswith("LATEST_CONTEXT_END")
     assert "_(earlier messages omitted)_" in context and "OLD_CONTEXT" not in context
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.http.post(f"/v1/sessions/{sid}/prompt", json={"doc": doc})
         await stream.until_event("turn_ended")
@@ -122,7 +122,7 @@ async def test_unknown_references_warn_after_turn_started(client: Client, workdi
         {"type": "session", "session_id": "ghost"},
         {"type": "text", "text": "carry on"},
     ]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.http.post(
             f"/v1/sessions/{sid}/prompt", json={"doc": doc, "request_id": "unres"}
@@ -154,7 +154,7 @@ async def test_skill_block_compiles_with_params(client: Client, workdir: Path) -
     assert entry["params"] == {"scope": "core", "style": "conventional"}
     sid = (await client.new_session(workdir))["id"]
     doc = [{"type": "skill", "skill_id": "commit-msg", "params": {"scope": "auth module"}}]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.http.post(f"/v1/sessions/{sid}/prompt", json={"doc": doc})
         await stream.until_event("turn_ended")

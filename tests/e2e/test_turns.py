@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 
-from tests.e2e.harness import C2Server, Client, EventStream, poll_until
+from tests.e2e.harness import C2Process, Client, EventReader, poll_until
 
 
-def session_events(stream: EventStream, session: str) -> list[dict]:
+def session_events(stream: EventReader, session: str) -> list[dict]:
     return [e for e in stream.events if e.get("session") == session]
 
 
@@ -20,7 +20,7 @@ async def test_prompt_emits_events_in_protocol_order(client: Client, workdir: Pa
     """An accepted prompt: running → title → turn_started → stream → idle → turn_ended."""
     snap = await client.new_session(workdir, request_id="create-1")
     sid = snap["id"]
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         welcome = await stream.frame()
         assert welcome["kind"] == "sessions"
         assert any(s["id"] == sid for s in welcome["sessions"])
@@ -58,7 +58,7 @@ async def test_prompt_emits_events_in_protocol_order(client: Client, workdir: Pa
 async def test_turn_two_clients_see_identical_sequences(client: Client, workdir: Path) -> None:
     """Two concurrent streams receive the same events with the same ids in the same order."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client) as a, EventStream(client) as b:
+    async with EventReader(client) as a, EventReader(client) as b:
         await a.frame()
         await b.frame()
         assert (await client.prompt(sid, "/chunks 50")).status_code == 202
@@ -73,7 +73,7 @@ async def test_prompt_while_running_is_rejected_without_touching_the_turn(
 ) -> None:
     """A second prompt gets 409 and a correlated non-terminal error; the turn keeps running."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         assert (await client.prompt(sid, "/hang", request_id="first")).status_code == 202
         await stream.until_event("turn_started")
@@ -95,7 +95,7 @@ async def test_provider_error_fails_the_turn_with_a_terminal_error(
 ) -> None:
     """A failing session/prompt: failed/provider_error activity, then a terminal error."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/fail kaboom", request_id="p-fail")
         err = await stream.until_event("error")
@@ -110,7 +110,7 @@ async def test_provider_error_fails_the_turn_with_a_terminal_error(
 async def test_agent_crash_mid_turn_ends_the_turn_quickly(client: Client, workdir: Path) -> None:
     """An agent that dies mid-turn ends the turn with a terminal error within a second."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/crash")
         await stream.until_event("agent_text")
@@ -119,7 +119,7 @@ async def test_agent_crash_mid_turn_ends_the_turn_quickly(client: Client, workdi
         assert time.monotonic() - started < 1.5
     assert err["terminal"] is True
     # The next prompt revives the agent.
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         assert (await client.prompt(sid, "back again")).status_code == 202
         assert (await stream.until_event("turn_ended"))["stop_reason"] == "end_turn"
@@ -129,7 +129,7 @@ async def test_new_session_rejects_unknown_provider_and_bad_cwd(
     client: Client, workdir: Path
 ) -> None:
     """Unknown provider → 422 + correlated terminal error; a missing cwd names the path."""
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         resp = await client.http.post(
             "/v1/sessions",
@@ -159,7 +159,7 @@ async def test_new_session_broadcasts_session_created_with_request_id(
     client: Client, workdir: Path
 ) -> None:
     """The 201 receipt is broadcast as session_created echoing the request id."""
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         snap = await client.new_session(
             workdir, request_id="mine", initial_policy={"mode": "yolo", "sandbox": "read_only"}
@@ -177,7 +177,7 @@ async def test_set_model_and_config_option_round_trip(client: Client, workdir: P
     created = await client.new_session(workdir)
     sid = created["id"]
     assert created["model"] == "echo-fast" and created["models"]["current"] == "echo-fast"
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.http.put(
             f"/v1/sessions/{sid}/config-options/verbosity", json={"value": "terse"}
@@ -200,7 +200,7 @@ async def test_set_model_and_config_option_round_trip(client: Client, workdir: P
 async def test_prompt_survives_client_disconnect(client: Client, workdir: Path) -> None:
     """A POST whose client vanished after sending still runs to turn_ended."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         body = b'{"doc":[{"type":"text","text":"/sleep 300\\n/text done"}]}'
         head = (
@@ -219,7 +219,7 @@ async def test_prompt_survives_client_disconnect(client: Client, workdir: Path) 
 async def test_delete_session_ends_agent_and_hides_it(client: Client, workdir: Path) -> None:
     """DELETE archives the session, kills its agent, keeps its transcript readable."""
     sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
@@ -250,11 +250,11 @@ def alive(pid: int) -> bool:
         return False
 
 
-async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir: Path) -> None:
+async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Process, workdir: Path) -> None:
     """A server killed mid-turn comes back with failed/interrupted, never a stale running."""
     client = Client(fresh_c2)
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
@@ -271,13 +271,13 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir:
     state = snap["activity"]["state"]
     assert state["kind"] == "failed" and state["reason"] == "interrupted"
     assert state["message"] == "C2 stopped before the turn finished"
-    async with EventStream(client, after=last) as stream:
+    async with EventReader(client, after=last) as stream:
         event = await stream.until_event("session_activity_changed", session=sid)
     assert event["activity"]["state"]["reason"] == "interrupted"
     listed = (await client.http.get("/v1/sessions")).json()["sessions"]
     assert all(s["activity"]["state"]["kind"] not in ("running", "awaiting_input") for s in listed)
     # The session is revived on its next prompt, restoring the agent session via session/load.
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         assert (await client.prompt(sid, "after restart", request_id="again")).status_code == 202
         await stream.until_event("turn_ended")
@@ -290,11 +290,11 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Server, workdir:
     await client.aclose()
 
 
-async def test_shutdown_leaves_no_agent_process(fresh_c2: C2Server, workdir: Path) -> None:
+async def test_shutdown_leaves_no_agent_process(fresh_c2: C2Process, workdir: Path) -> None:
     """Stopping the server ends every agent process group (agents and their children)."""
     client = Client(fresh_c2)
     sid = (await client.new_session(workdir, provider={"custom": "scripted_child"}))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")
@@ -312,12 +312,12 @@ async def test_live_agent_capacity_evicts_idle_and_refuses_when_busy(
     tmp_path: Path, workdir: Path
 ) -> None:
     """With one agent slot: a busy slot answers 503 capacity; an idle agent is evicted."""
-    server = C2Server(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "1"})
+    server = C2Process(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "1"})
     server.start()
     client = Client(server)
     try:
         first = (await client.new_session(workdir))["id"]
-        async with EventStream(client) as stream:
+        async with EventReader(client) as stream:
             await stream.frame()
             await client.prompt(first, "/hang")
             await stream.until_event("turn_started", session=first)
@@ -342,7 +342,7 @@ async def test_agent_launch_tool_call_keeps_only_allowlisted_input(
 ) -> None:
     """An agent-launch tool call carries bounded agent_input; arbitrary payload is dropped."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/agent-tool task-1\n/tool task-1 none completed")
         await stream.until_event("turn_ended")
@@ -364,7 +364,7 @@ async def test_agent_launch_tool_call_keeps_only_allowlisted_input(
 async def test_line_over_one_mebibyte_reaches_clients_intact(client: Client, workdir: Path) -> None:
     """A 2 MiB agent chunk is committed and streamed whole."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/bigline 2097152")
         text = await stream.until_event("agent_text", timeout=30)
@@ -375,7 +375,7 @@ async def test_line_over_one_mebibyte_reaches_clients_intact(client: Client, wor
 async def test_agent_ignoring_cancel_is_ended_by_delete(client: Client, workdir: Path) -> None:
     """A turn whose agent ignores cancel keeps running; deleting the session ends it."""
     sid = (await client.new_session(workdir))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         # The agent speaks once it holds the prompt: a cancel before that never reaches it.
         await client.prompt(sid, "/text busy\n/ignore-cancel")
@@ -391,12 +391,12 @@ async def test_agent_ignoring_cancel_is_ended_by_delete(client: Client, workdir:
 
 
 async def test_revival_without_load_support_starts_fresh_silently(
-    fresh_c2: C2Server, workdir: Path
+    fresh_c2: C2Process, workdir: Path
 ) -> None:
     """An agent without loadSession is revived with session/new and no warning."""
     client = Client(fresh_c2)
     sid = (await client.new_session(workdir, provider={"custom": "scripted_noload"}))["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "first")
         await stream.until_event("turn_ended")
@@ -404,7 +404,7 @@ async def test_revival_without_load_support_starts_fresh_silently(
     fresh_c2.stop()
     fresh_c2.start()
     client = Client(fresh_c2)
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "second")
         await stream.until_event("turn_ended")

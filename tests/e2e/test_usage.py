@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.contract.pg import STORES, running_server
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 
 
 @pytest.fixture(
@@ -21,7 +21,7 @@ from tests.e2e.harness import C2Server, Client, EventStream
 )
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[C2Server]:
+) -> Iterator[C2Process]:
     """One server per store for this module; tests read sums since their own start."""
     home = tmp_path_factory.mktemp("c2usage") / "home"
     with running_server(request.param, home, "c2_usage") as c2:
@@ -29,7 +29,7 @@ def server(
 
 
 @pytest.fixture
-async def usage_client(server: C2Server) -> AsyncIterator[Client]:
+async def usage_client(server: C2Process) -> AsyncIterator[Client]:
     c = Client(server)
     yield c
     await c.aclose()
@@ -37,7 +37,7 @@ async def usage_client(server: C2Server) -> AsyncIterator[Client]:
 
 async def _turn(client: Client, sid: str, script: str) -> list[dict[str, Any]]:
     """Run one turn to its end; the session's events from turn_started to turn_ended."""
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.prompt(sid, script)
         assert resp.status_code == 202, resp.text

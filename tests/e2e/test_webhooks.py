@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from tests.contract.pg import STORES, running_server
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 from tests.notify.receivers import Received, Receiver
 
 SECRET = "whsec-test-0123456789"
@@ -27,14 +27,14 @@ FAST = {"C2_WEBHOOK_BACKOFF_SCALE": "0.01"}
 
 
 @pytest.fixture(params=STORES)
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C2Server]:
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C2Process]:
     """A server of this test's own (tests restart it and count its webhooks' deliveries)."""
     with running_server(request.param, tmp_path / "home", "c2_hooks", env=FAST) as c2:
         yield c2
 
 
 @pytest.fixture
-async def client(server: C2Server) -> AsyncIterator[Client]:
+async def client(server: C2Process) -> AsyncIterator[Client]:
     c = Client(server)
     yield c
     await c.aclose()
@@ -132,7 +132,7 @@ async def test_create_is_idempotent_per_request_id(client: Client, receiver: Rec
 
 async def _permission_turn(client: Client, sid: str, text: str) -> dict[str, Any]:
     """A turn that parks an execute permission, is answered, and says `text`."""
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         resp = await client.prompt(sid, f"/permission execute Run the tests\n/text {text}")
         assert resp.status_code == 202, resp.text
@@ -213,7 +213,7 @@ async def test_ten_failures_disable_the_webhook_until_re_enabled(
     hook = await _hook(client, receiver.url, ["session_created"])
     watcher = await _hook(client, receiver.url + "?watcher", ["webhook_disabled"])
     receiver.failing = True
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         await client.new_session(tmp_path)
         disabled = await stream.until_event("webhook_disabled", timeout=60)
@@ -254,7 +254,7 @@ async def test_ten_failures_disable_the_webhook_until_re_enabled(
 
 
 async def test_pending_deliveries_survive_a_killed_server(
-    server: C2Server, receiver: Receiver, tmp_path: Path
+    server: C2Process, receiver: Receiver, tmp_path: Path
 ):
     client = Client(server)
     try:

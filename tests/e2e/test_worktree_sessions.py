@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.e2e.harness import SCRIPTED, Client, EventStream
+from tests.e2e.harness import SCRIPTED, Client, EventReader
 from tests.gitrepos import make_repo
 
 
@@ -31,7 +31,7 @@ async def test_baseline_picker_shows_current_and_origin_default(
 async def test_worktree_session_receipt_carries_provenance(client: Client, tmp_path: Path) -> None:
     """Omitted base means current; cwd is the same subdir inside a checkout outside the repo."""
     repo = make_repo(tmp_path)
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         resp = await create(client, repo.cwd, request_id="wt-1")
         assert resp.status_code == 201, resp.text
@@ -48,7 +48,7 @@ async def test_worktree_session_receipt_carries_provenance(client: Client, tmp_p
     assert repo.git("-C", str(worktree), "rev-parse", "HEAD").strip() == repo.head_sha
     # The agent really runs there: a turn works.
     sid = snap["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         assert (await client.prompt(sid, "hello from the worktree")).status_code == 202
         await stream.until_event("turn_ended")
@@ -75,7 +75,7 @@ async def test_pin_mismatch_is_rejected_leaving_nothing(client: Client, tmp_path
     """A moved baseline rejects creation: correlated terminal error, no worktree, no branch."""
     repo = make_repo(tmp_path)
     before = (repo.worktrees(), repo.branches())
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         resp = await create(
             client,
@@ -111,7 +111,7 @@ async def test_replaced_worktree_is_refused_before_turn_started(
     worktree = Path(snap["worktree_path"])
     shutil.rmtree(worktree)
     (worktree / "pkg").mkdir(parents=True)
-    async with EventStream(client, session=snap["id"]) as stream:
+    async with EventReader(client, session=snap["id"]) as stream:
         await stream.frame()
         resp = await client.prompt(snap["id"], "hi", request_id="p-wt")
         assert resp.status_code == 422
@@ -125,7 +125,7 @@ async def test_discard_worktree_removes_checkout_and_branch(client: Client, tmp_
     repo = make_repo(tmp_path)
     snap = (await create(client, repo.cwd)).json()
     sid = snap["id"]
-    async with EventStream(client, session=sid) as stream:
+    async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/hang")
         await stream.until_event("turn_started")

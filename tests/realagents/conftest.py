@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import C2Server, Client, EventStream
+from tests.e2e.harness import C2Process, Client, EventReader
 from tests.fakemodel.server import FakeModel
 from tests.realagents.agents import missing_reason, write_providers
 
@@ -28,10 +28,10 @@ def fake_model() -> Iterator[FakeModel]:
 
 
 @pytest.fixture(scope="package")
-def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Server]:
+def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Process]:
     """One server for every real-agent test; the agents' throwaway homes live beside it."""
     root = tmp_path_factory.mktemp("realagents")
-    server = C2Server(root / "c2home")
+    server = C2Process(root / "c2home")
     write_providers(server.home, root / "agent-homes", fake_model)
     server.start()
     yield server
@@ -39,16 +39,16 @@ def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Itera
 
 
 @pytest.fixture
-async def client(c2: C2Server) -> AsyncIterator[Client]:
+async def client(c2: C2Process) -> AsyncIterator[Client]:
     c = Client(c2)
     yield c
     await c.aclose()
 
 
 @pytest.fixture
-async def stream(client: Client) -> AsyncIterator[EventStream]:
+async def stream(client: Client) -> AsyncIterator[EventReader]:
     """An open `GET /v1/events` past its welcome frame."""
-    async with EventStream(client) as s:
+    async with EventReader(client) as s:
         await s.frame()
         yield s
 

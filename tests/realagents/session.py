@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from tests.e2e.harness import Client, EventStream
+from tests.e2e.harness import Client, EventReader
 
 AGENT_TIMEOUT = 90.0
 
@@ -42,14 +42,14 @@ class AgentSession:
     """One c2 session of a real agent; `stream` sees every event of the server."""
 
     client: Client
-    stream: EventStream
+    stream: EventReader
     id: str
     workdir: Path
     snapshot: dict[str, Any]
 
     @classmethod
     async def create(
-        cls, client: Client, stream: EventStream, provider: str, workdir: Path, **fields: Any
+        cls, client: Client, stream: EventReader, provider: str, workdir: Path, **fields: Any
     ) -> AgentSession:
         body = {"provider": provider, "cwd": str(workdir), "use_worktree": False, **fields}
         resp = await client.http.post("/v1/sessions", json=body, timeout=AGENT_TIMEOUT)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.e2e.harness import REPO, C2Process, Client, EventReader
 from tests.fakemodel.server import MODEL, FakeModel
 from tests.realagents.agents import CLAUDE_CODE_ACP, MODEL_2, claude_code_env, write_providers
 from tests.realagents.session import AgentSession
@@ -24,10 +24,10 @@ ENV_MARKER = "env-reached-the-tool"
 
 
 @pytest.fixture(scope="module")
-def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Server]:
+def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Iterator[C2Process]:
     """The module's server, plus `claude_nocreds`: Claude Code with no API key or login."""
     root = tmp_path_factory.mktemp("realsessions")
-    server = C2Server(root / "c2home")
+    server = C2Process(root / "c2home")
     write_providers(server.home, root / "agent-homes", fake_model)
     env = claude_code_env(root / "agent-homes" / "nocreds", fake_model)
     del env["ANTHROPIC_API_KEY"]
@@ -43,10 +43,10 @@ def c2(tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel) -> Itera
 
 
 @pytest.fixture
-async def api(c2: C2Server) -> AsyncIterator[tuple[Client, EventStream]]:
+async def api(c2: C2Process) -> AsyncIterator[tuple[Client, EventReader]]:
     """A client and an open event stream, made after any restart of the module's server."""
     client = Client(c2)
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         yield client, stream
     await client.aclose()
@@ -68,7 +68,7 @@ async def put(client: Client, session: AgentSession, path: str, body: dict[str, 
 
 
 async def test_claude_code_models_and_modes_switch_before_and_after_the_first_prompt(
-    api: tuple[Client, EventStream], workdir: Path, fake_model: FakeModel
+    api: tuple[Client, EventReader], workdir: Path, fake_model: FakeModel
 ) -> None:
     """The 201 snapshot offers Claude Code's models and modes; a model and a mode chosen before
     the first prompt are used by it, and both switch again after it; unknown ids are 422."""
@@ -104,7 +104,7 @@ async def test_claude_code_models_and_modes_switch_before_and_after_the_first_pr
 
 
 async def test_opencode_model_and_mode_are_its_config_options(
-    api: tuple[Client, EventStream], workdir: Path, fake_model: FakeModel
+    api: tuple[Client, EventReader], workdir: Path, fake_model: FakeModel
 ) -> None:
     """OpenCode reports model and mode only as config options: the snapshot still offers both
     (never a null model), and PUT …/model and …/mode apply through those options."""
@@ -133,12 +133,12 @@ async def test_opencode_model_and_mode_are_its_config_options(
 
 @pytest.mark.parametrize("agent", ["claude_code", "opencode"])
 async def test_real_agent_session_revives_after_restart(
-    c2: C2Server, workdir: Path, agent: str, fake_model: FakeModel
+    c2: C2Process, workdir: Path, agent: str, fake_model: FakeModel
 ) -> None:
     """After a c2 restart the snapshot keeps models, modes and the chosen model; the next
     prompt reattaches to the agent's session (no "fresh memory" warning) and keeps them."""
     client = Client(c2)
-    async with EventStream(client) as stream:
+    async with EventReader(client) as stream:
         await stream.frame()
         session = await AgentSession.create(client, stream, agent, workdir)
         await put(client, session, "mode", {"mode_id": "plan"})
@@ -152,7 +152,7 @@ async def test_real_agent_session_revives_after_restart(
         before = await client.snapshot(session.id)
         assert before["modes"]["current"] == "plan" and before["model"]
         assert before["models"]["available"]
-        async with EventStream(client) as stream:
+        async with EventReader(client) as stream:
             await stream.frame()
             revived = AgentSession(client, stream, session.id, workdir, before)
             await revived.prompt(f"{agent}-after [[say:still here]]")
@@ -170,7 +170,7 @@ async def test_real_agent_session_revives_after_restart(
 
 
 async def test_claude_code_without_credentials_is_agent_auth_required(
-    api: tuple[Client, EventStream], workdir: Path
+    api: tuple[Client, EventReader], workdir: Path
 ) -> None:
     """Claude Code with no API key or login ends the turn with agent_auth_required and its
     authMethods; GET /v1/providers then shows what is known about its auth."""
@@ -191,7 +191,7 @@ async def test_claude_code_without_credentials_is_agent_auth_required(
 
 
 async def test_claude_code_runs_a_session_mcp_tool(
-    api: tuple[Client, EventStream], workdir: Path
+    api: tuple[Client, EventReader], workdir: Path
 ) -> None:
     """A stdio MCP server given at creation reaches Claude Code: the fake model calls its tool,
     the tool really runs (with the env c2 kept for it) and its result is in the tool call's

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.harness import Client, EventStream
+from tests.e2e.harness import Client, EventReader
 from tests.realagents.session import AgentSession
 
 AGENT = "claude_code"
 
 
 async def open_session(
-    client: Client, stream: EventStream, workdir: Path, **fields: object
+    client: Client, stream: EventReader, workdir: Path, **fields: object
 ) -> AgentSession:
     return await AgentSession.create(client, stream, AGENT, workdir, **fields)
 
 
 async def test_claude_code_write_is_parked_answered_and_runs(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """Default policy: Write parks, allow-once runs it, the turn ends and the page shows it."""
     session = await open_session(client, stream, workdir)
@@ -60,7 +60,7 @@ async def test_claude_code_write_is_parked_answered_and_runs(
 
 
 async def test_claude_code_reject_keeps_the_tool_from_running(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """A rejected Bash call never runs; the refusal reason is kept on the tool call."""
     session = await open_session(client, stream, workdir)
@@ -78,7 +78,7 @@ async def test_claude_code_reject_keeps_the_tool_from_running(
 
 
 async def test_claude_code_cancel_with_a_parked_permission_ends_cancelled(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """Cancel while a permission is parked: the input is drained, the turn reads cancelled."""
     session = await open_session(client, stream, workdir)
@@ -95,7 +95,7 @@ async def test_claude_code_cancel_with_a_parked_permission_ends_cancelled(
 
 
 async def test_claude_code_cancel_mid_stream_ends_cancelled(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """Cancel while text streams: the turn ends cancelled long before the stream would."""
     session = await open_session(client, stream, workdir)
@@ -109,7 +109,7 @@ async def test_claude_code_cancel_mid_stream_ends_cancelled(
 
 
 async def test_claude_code_yolo_allows_once_only(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """yolo writes without asking, with a one-shot answer: back under ask, Write asks again."""
     session = await open_session(
@@ -131,7 +131,7 @@ async def test_claude_code_yolo_allows_once_only(
 
 
 async def test_claude_code_accept_edits_writes_but_asks_for_bash(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """accept_edits: Write runs unasked; Bash still parks."""
     session = await open_session(
@@ -152,7 +152,7 @@ async def test_claude_code_accept_edits_writes_but_asks_for_bash(
 
 
 async def test_claude_code_read_only_refuses_writes_without_asking(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """read_only (even with yolo): Write is refused by policy; nobody is asked."""
     session = await open_session(
@@ -170,7 +170,7 @@ async def test_claude_code_read_only_refuses_writes_without_asking(
 
 
 async def test_claude_code_stricter_policy_ends_a_users_standing_grant(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """A user's "Always Allow", then read_only: the next Write is refused, not run on the
     agent's own standing rule (the agent is restarted before the turn)."""

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.harness import Client, EventStream
+from tests.e2e.harness import Client, EventReader
 from tests.realagents.session import AgentSession
 
 AGENT = "opencode"
 
 
 async def open_session(
-    client: Client, stream: EventStream, workdir: Path, **fields: object
+    client: Client, stream: EventReader, workdir: Path, **fields: object
 ) -> AgentSession:
     return await AgentSession.create(client, stream, AGENT, workdir, **fields)
 
 
 async def test_opencode_write_is_parked_answered_and_runs(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """Default policy: write parks, allow-once runs it, the turn ends; usage is real."""
     session = await open_session(client, stream, workdir)
@@ -53,7 +53,7 @@ async def test_opencode_write_is_parked_answered_and_runs(
 
 
 async def test_opencode_reject_and_cancels_end_the_turn_cancelled(
-    client: Client, stream: EventStream, workdir: Path
+    client: Client, stream: EventReader, workdir: Path
 ) -> None:
     """Reject keeps bash from running; cancel with a parked permission and mid-stream both
     read cancelled (OpenCode itself answers end_turn)."""
@@ -80,7 +80,7 @@ async def test_opencode_reject_and_cancels_end_the_turn_cancelled(
     await session.delete()
 
 
-async def test_opencode_policy_cells(client: Client, stream: EventStream, workdir: Path) -> None:
+async def test_opencode_policy_cells(client: Client, stream: EventReader, workdir: Path) -> None:
     """yolo writes unasked with a one-shot answer (ask asks again); accept_edits writes but
     asks for bash; read_only refuses writes unasked."""
     session = await open_session(

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
-from tests.e2e.harness import REPO, SCRIPTED, C2Server
+from tests.e2e.harness import REPO, SCRIPTED, C2Process
 
 PAIR_URL = (sys.executable, "-m", "api.cli", "pair-url")
 CHROMIUM = os.environ.get("C2_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -55,14 +55,14 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def c2(web_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Server]:
-    server = C2Server(tmp_path_factory.mktemp("c2home"))
+def c2(web_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
+    server = C2Process(tmp_path_factory.mktemp("c2home"))
     server.start()
     yield server
     server.stop()
 
 
-def pair_url(server: C2Server) -> str:
+def pair_url(server: C2Process) -> str:
     """A fresh one-time pairing URL, as `c2 pair-url` prints it."""
     done = subprocess.run(
         [*PAIR_URL, "--home", str(server.home), "--port", str(server.port)],
@@ -76,13 +76,13 @@ def pair_url(server: C2Server) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def api(server: C2Server) -> httpx.Client:
+def api(server: C2Process) -> httpx.Client:
     """An HTTP client of the server with the tests' own bearer (not the browser's)."""
     headers = {"Authorization": f"Bearer {server.bearer}"}
     return httpx.Client(base_url=server.base_url, headers=headers, timeout=30)
 
 
-def new_session(server: C2Server, cwd: Path, provider: Any = None) -> dict[str, Any]:
+def new_session(server: C2Process, cwd: Path, provider: Any = None) -> dict[str, Any]:
     with api(server) as client:
         body = {"provider": provider or SCRIPTED, "cwd": str(cwd), "use_worktree": False}
         resp = client.post("/v1/sessions", json=body)
@@ -91,7 +91,7 @@ def new_session(server: C2Server, cwd: Path, provider: Any = None) -> dict[str, 
         return session
 
 
-def paired(context: BrowserContext, server: C2Server) -> Page:
+def paired(context: BrowserContext, server: C2Process) -> Page:
     """Pair `context` from a fresh printed URL; returns the page, live in the app."""
     page = context.new_page()
     page.goto(pair_url(server))
@@ -100,7 +100,7 @@ def paired(context: BrowserContext, server: C2Server) -> Page:
 
 
 @pytest.fixture(scope="module")
-def context(browser: Browser, c2: C2Server) -> Iterator[BrowserContext]:
+def context(browser: Browser, c2: C2Process) -> Iterator[BrowserContext]:
     """A browser profile paired with the module's server (tabs share its credential)."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     paired(context, c2).close()
@@ -123,7 +123,7 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
-def open_session(page: Page, server: C2Server, session_id: str) -> None:
+def open_session(page: Page, server: C2Process, session_id: str) -> None:
     page.goto(f"{server.base_url}/#/s/{session_id}")
     expect(page.get_by_role("status", name="Connection")).to_contain_text("Connected")
     expect(page.get_by_role("region", name="Conversation")).to_be_visible()

@@ -7,10 +7,10 @@ import re
 
 import httpx
 
-from tests.e2e.harness import C2Server
+from tests.e2e.harness import C2Process
 
 
-def test_index_and_pairing_page_carry_a_strict_policy(c2: C2Server):
+def test_index_and_pairing_page_carry_a_strict_policy(c2: C2Process):
     with httpx.Client(base_url=c2.base_url) as client:
         for path in ("/", "/pair"):
             page = client.get(path)
@@ -28,7 +28,7 @@ def test_index_and_pairing_page_carry_a_strict_policy(c2: C2Server):
             assert "<style" not in page.text and "bearer" not in page.text.lower()
 
 
-def test_hashed_assets_are_immutable_and_unknown_ones_404(c2: C2Server):
+def test_hashed_assets_are_immutable_and_unknown_ones_404(c2: C2Process):
     with httpx.Client(base_url=c2.base_url) as client:
         index = client.get("/").text
         assets = re.findall(r'(?:src|href)="(/assets/[^"]+)"', index)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.e2e.harness import C2Server
+from tests.e2e.harness import C2Process
 from tests.gitrepos import make_repo
 from tests.web.conftest import api, new_session, open_session, pair_url, send
 
@@ -23,7 +23,7 @@ from tests.web.conftest import api, new_session, open_session, pair_url, send
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_unpaired_browser_is_told_how_to_pair(browser: Browser, c2: C2Server):
+def test_unpaired_browser_is_told_how_to_pair(browser: Browser, c2: C2Process):
     """Without a credential `/` explains `c2 pair` and the pairing URL; it never loads data."""
     context = browser.new_context()
     try:
@@ -37,7 +37,7 @@ def test_unpaired_browser_is_told_how_to_pair(browser: Browser, c2: C2Server):
 
 
 def test_pairing_url_redeems_once_and_survives_reload_and_second_tab(
-    browser: Browser, c2: C2Server
+    browser: Browser, c2: C2Process
 ):
     """The token is spent once, leaves the address bar, and a reload or a second tab of the
     same link neither spends another token nor loses the credential."""
@@ -75,7 +75,7 @@ def test_pairing_url_redeems_once_and_survives_reload_and_second_tab(
 
 
 def test_create_session_and_see_streamed_text_tool_call_and_plan(
-    page: Page, c2: C2Server, workdir: Path
+    page: Page, c2: C2Process, workdir: Path
 ):
     """New session with the demo agent from the dialog; a prompt streams back as Markdown with
     its thought, plan checklist and tool call; the list shows the session live."""
@@ -104,7 +104,7 @@ def test_create_session_and_see_streamed_text_tool_call_and_plan(
 
 
 def test_worktree_session_pins_the_baseline_then_discard_and_delete(
-    page: Page, c2: C2Server, tmp_path: Path
+    page: Page, c2: C2Process, tmp_path: Path
 ):
     """For a git folder the dialog previews `current` and `origin_default` with short SHAs and
     creates the worktree from the previewed commit; the worktree is discarded, then the
@@ -141,7 +141,7 @@ def test_worktree_session_pins_the_baseline_then_discard_and_delete(
 
 
 def test_permission_answered_in_one_tab_vanishes_in_the_other(
-    context: BrowserContext, page: Page, c2: C2Server, workdir: Path
+    context: BrowserContext, page: Page, c2: C2Process, workdir: Path
 ):
     """A parked permission shows in both tabs with one button per option and Deny; answering
     in one removes it from the other, and the 'needs you' badge shows on other pages."""
@@ -169,7 +169,7 @@ def test_permission_answered_in_one_tab_vanishes_in_the_other(
         other.close()
 
 
-def test_stop_ends_a_running_turn(page: Page, c2: C2Server, workdir: Path):
+def test_stop_ends_a_running_turn(page: Page, c2: C2Process, workdir: Path):
     """Stop shows while a turn runs and cancels it."""
     session = new_session(c2, workdir)
     open_session(page, c2, session["id"])
@@ -183,7 +183,7 @@ def test_stop_ends_a_running_turn(page: Page, c2: C2Server, workdir: Path):
     assert page_["entries"][0]["part"]["text"].startswith("/text started")
 
 
-def test_paging_back_through_100_turns(page: Page, c2: C2Server, workdir: Path):
+def test_paging_back_through_100_turns(page: Page, c2: C2Process, workdir: Path):
     """The newest turns load first; 'Load earlier messages' pages in the rest, in order, each
     turn once."""
     session = new_session(c2, workdir)
@@ -219,7 +219,7 @@ def _wait_idle(client: httpx.Client, session_id: str) -> None:
     raise AssertionError("the turn did not end")
 
 
-def test_change_model_and_policy(page: Page, c2: C2Server, workdir: Path):
+def test_change_model_and_policy(page: Page, c2: C2Process, workdir: Path):
     """Model, approval and sandbox apply live and land in the session snapshot."""
     session = new_session(c2, workdir)
     open_session(page, c2, session["id"])
@@ -256,7 +256,7 @@ XSS_TEXT = (
 )
 
 
-def test_agent_html_and_javascript_links_never_execute(page: Page, c2: C2Server, workdir: Path):
+def test_agent_html_and_javascript_links_never_execute(page: Page, c2: C2Process, workdir: Path):
     """Agent (and prompt) text with HTML, <img onerror>, javascript: and data: links shows as
     text: no element is created from it and nothing runs."""
     session = new_session(c2, workdir)
@@ -277,7 +277,7 @@ def test_agent_html_and_javascript_links_never_execute(page: Page, c2: C2Server,
 
 
 def test_screenshots_phone_and_desktop(
-    browser: Browser, c2: C2Server, context: BrowserContext, workdir: Path, tmp_path: Path
+    browser: Browser, c2: C2Process, context: BrowserContext, workdir: Path, tmp_path: Path
 ):
     """Phone (390x844) and desktop shots of a live conversation (docs/ keeps a copy:
     C2_SCREENSHOT_DIR=docs/screenshots)."""
@@ -333,7 +333,7 @@ Review the change with a focus on {{focus}}.
 """
 
 
-def test_composer_skill_chat_reference_and_preview(page: Page, c2: C2Server, workdir: Path):
+def test_composer_skill_chat_reference_and_preview(page: Page, c2: C2Process, workdir: Path):
     """A skill (with a parameter) and an @chat reference join the text; Preview shows exactly
     what the agent receives, and Send delivers it."""
     skill = c2.home / "skills" / "reviewer"
@@ -368,7 +368,7 @@ def test_composer_skill_chat_reference_and_preview(page: Page, c2: C2Server, wor
     expect(page.get_by_label("Prompt preview")).to_have_count(0)
 
 
-def test_keyboard_only_new_session_dialog(page: Page, c2: C2Server, workdir: Path):
+def test_keyboard_only_new_session_dialog(page: Page, c2: C2Process, workdir: Path):
     """The dialog opens from the keyboard with focus inside it, fields are reachable by Tab,
     and Escape closes it, returning to the page."""
     page.goto(c2.base_url + "/")

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.harness import C2Server
+from tests.e2e.harness import C2Process
 from tests.web.conftest import api, new_session, open_session, paired, send
 
 # A module starts a server, a browser and pairs it: more than the default 120 s under load.
 pytestmark = pytest.mark.timeout(300)
 
 
-def _transcript_text(server: C2Server, session_id: str) -> str:
+def _transcript_text(server: C2Process, session_id: str) -> str:
     with api(server) as client:
         page = client.get(f"/v1/sessions/{session_id}/transcript").json()
     return "".join(
@@ -30,7 +30,7 @@ def _transcript_text(server: C2Server, session_id: str) -> str:
 
 
 def test_server_restart_mid_stream_loses_and_doubles_nothing(
-    page: Page, c2: C2Server, workdir: Path
+    page: Page, c2: C2Process, workdir: Path
 ):
     """The stream resumes from Last-Event-ID after a restart: the reply shown is exactly the
     stored one, every chunk once."""
@@ -56,7 +56,7 @@ def test_server_restart_mid_stream_loses_and_doubles_nothing(
     expect(page.get_by_role("article").last).to_contain_text("after the restart")
 
 
-def test_revoking_this_browser_returns_to_pairing(browser: Browser, c2: C2Server):
+def test_revoking_this_browser_returns_to_pairing(browser: Browser, c2: C2Process):
     """The Devices page revokes this browser; it lands on the pairing screen."""
     context = browser.new_context()
     try:
@@ -71,7 +71,7 @@ def test_revoking_this_browser_returns_to_pairing(browser: Browser, c2: C2Server
         context.close()
 
 
-def test_a_browser_revoked_elsewhere_returns_to_pairing(browser: Browser, c2: C2Server):
+def test_a_browser_revoked_elsewhere_returns_to_pairing(browser: Browser, c2: C2Process):
     """Revoked from another device, an open tab loses its stream and shows pairing."""
     context = browser.new_context()
     try:
@@ -84,7 +84,7 @@ def test_a_browser_revoked_elsewhere_returns_to_pairing(browser: Browser, c2: C2
         context.close()
 
 
-def test_resync_reloads_the_conversation_cleanly(page: Page, c2: C2Server, workdir: Path):
+def test_resync_reloads_the_conversation_cleanly(page: Page, c2: C2Process, workdir: Path):
     """When the stream cannot resume (its position is past the server's log), `resync` and a
     fresh `sessions` frame come instead: the open conversation reloads from the transcript —
     so a row no event ever carried shows — each turn once, and goes on live."""
