@@ -1,6 +1,6 @@
 """Fixtures for the browser tests: a real `c2 serve`, Debian's Chromium driven by Playwright.
 
-One server per module and one browser per test session keep the suite quick. The web client
+One server and one browser per module keep the suite quick. The web client
 is built (`make web`, a no-op when up to date) before the first server starts; Chromium is
 `/usr/bin/chromium` (`make test` installs it), never a downloaded browser.
 """
@@ -40,13 +40,15 @@ def web_build() -> Path:
     return index
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the sync driver runs an event loop in this thread while it is
+# open, which would stop pytest-asyncio's tests in later modules from running.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: `make browser` installs it"
     browser = playwright.chromium.launch(executable_path=CHROMIUM)
