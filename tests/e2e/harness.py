@@ -98,7 +98,7 @@ class C2Process:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # generous: CI machines may be busy
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.base_url}/readyz", timeout=1).status_code == 200:
