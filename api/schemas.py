@@ -20,6 +20,7 @@ from core.protocol import (
     PermissionMode,
     PromptOp,
     RequestId,
+    RewindOp,
     SandboxPolicy,
     SessionSnapshot,
     SetConfigOptionOp,
@@ -148,6 +149,10 @@ class SetConfigOptionWireOp(SetConfigOptionOp):
     op: Literal["set_config_option"]
 
 
+class RewindWireOp(RewindOp):
+    op: Literal["rewind"]
+
+
 WireOp = Annotated[
     NewSessionWireOp
     | PromptWireOp
@@ -158,7 +163,8 @@ WireOp = Annotated[
     | SetSandboxWireOp
     | SetModelWireOp
     | SetModeWireOp
-    | SetConfigOptionWireOp,
+    | SetConfigOptionWireOp
+    | RewindWireOp,
     Field(discriminator="op"),
 ]
 
@@ -167,6 +173,16 @@ WireOp = Annotated[
 
 
 class CorrelatedBody(_Body):
+    request_id: RequestId | None = None
+
+
+class RewindBody(_Body):
+    """`POST /v1/sessions/{id}/rewind`: exactly one of `to_turn` (0: the baseline) and
+    `to_checkpoint`; `force` replaces changes made outside any turn (they stay restorable)."""
+
+    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    force: bool = Field(default=False, strict=True)
     request_id: RequestId | None = None
 
 

@@ -39,6 +39,7 @@ OP_SCOPES: dict[str, Scope] = {
     "set_model": Scope.OPERATE,
     "set_mode": Scope.OPERATE,
     "set_config_option": Scope.OPERATE,
+    "rewind": Scope.OPERATE,
 }
 PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})
 

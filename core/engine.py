@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from core.acp_sessions import agent_failure
 from core.agents.client import AgentProcess
 from core.agents.updates import AgentError
+from core.checkpoints import CheckpointService
 from core.errors import (
     CapacityError,
     DomainError,
@@ -41,6 +42,7 @@ from core.protocol import (
     NewSessionOp,
     Op,
     PromptOp,
+    RewindOp,
     SessionActivityChanged,
     SessionSnapshot,
     SetConfigOptionOp,
@@ -96,6 +98,7 @@ class Engine:
         self.turns = TurnFlow(self)
         self.settings = SessionSettings(self)
         self.usage = UsageLedger(store, self.turns.cancel)
+        self.checkpoints = CheckpointService(self)  # issue 14
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -156,6 +159,8 @@ class Engine:
                 return await self.settings.set_mode(op)
             case SetConfigOptionOp():
                 return await self.settings.set_config_option(op)
+            case RewindOp():  # issue 14
+                return await self.checkpoints.rewind(op)
         raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
 
     # -- helpers -------------------------------------------------------------------------------

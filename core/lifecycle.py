@@ -159,6 +159,7 @@ class SessionLifecycle:
             await self.engine.store.write(archive)
         self.engine.live_sessions.pop(session_id, None)
         self.engine.handlers.pop(session_id, None)
+        await self.engine.checkpoints.forget(record)  # issue 14: checkpoints go with it
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
         live = await self.engine.load(session_id)
@@ -174,6 +175,7 @@ class SessionLifecycle:
                     "this session has no worktree to discard", session=session_id
                 )
             await self.engine.close_agent(live)  # its cwd is about to disappear
+            await self.engine.checkpoints.forget(live.record)  # issue 14
             result = await discard_worktree_async(identity)
             record = live.record.evolve(worktree_discarded=True)
             await self.engine.store.write(

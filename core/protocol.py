@@ -254,6 +254,18 @@ class SetConfigOptionOp(_Op):
     value: str = Field(max_length=4096)
 
 
+class RewindOp(_Op):
+    """Restore a session's working tree to the state after turn `to_turn` (0: its baseline)
+    or to any of its checkpoints `to_checkpoint` (issue 14); exactly one of the two."""
+
+    op: Literal["rewind"] = "rewind"
+    session: SessionId
+    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    force: bool = Field(default=False, strict=True)
+    request_id: RequestId | None = None
+
+
 Op = Annotated[
     NewSessionOp
     | PromptOp
@@ -264,7 +276,8 @@ Op = Annotated[
     | SetSandboxOp
     | SetModelOp
     | SetModeOp
-    | SetConfigOptionOp,
+    | SetConfigOptionOp
+    | RewindOp,
     Field(discriminator="op"),
 ]
 OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
@@ -401,8 +414,33 @@ class PermissionPart(BaseModel):
     answered_by: AnsweredBy | None = None
 
 
+class CheckpointPart(BaseModel):
+    """The working tree as a turn left it (issue 14): git tree id `checkpoint` of turn `turn`."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    turn: int
+    checkpoint: str
+
+
+class RewindPart(BaseModel):
+    """The working tree was rewound to the state after `to_turn` (null: to a checkpoint that
+    ends no turn); `pre_rewind_checkpoint` restores what it replaced."""
+
+    kind: Literal["rewind"] = "rewind"
+    to_turn: int | None = None
+    checkpoint: str
+    pre_rewind_checkpoint: str
+
+
 Part = Annotated[
-    PromptPart | TextPart | ReasoningPart | ToolCallPart | PlanPart | PermissionPart,
+    PromptPart
+    | TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | PlanPart
+    | PermissionPart
+    | CheckpointPart
+    | RewindPart,
     Field(discriminator="kind"),
 ]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
@@ -415,6 +453,8 @@ def part_wire(part: Part) -> dict[str, Any]:
     if isinstance(part, PermissionPart):
         wire.setdefault("option_id", None)
         wire.setdefault("answered_by", None)
+    if isinstance(part, RewindPart):
+        wire.setdefault("to_turn", None)
     return wire
 
 
@@ -586,6 +626,7 @@ class TurnStarted(_Event):
     session: str
     request_id: str | None = None
     transcript_seq: int | None = None
+    turn: int | None = None  # numbered from 1 in start order (issue 14)
 
 
 class AgentText(_Event):
@@ -746,6 +787,23 @@ class TurnEnded(_Event):
     event: Literal["turn_ended"] = "turn_ended"
     session: str
     stop_reason: StopReason
+    turn: int | None = None
+    # The working tree as the turn left it: a 40-hex git tree id (issue 14); absent when the
+    # session's folder is not a git checkout or the checkpoint could not be taken.
+    checkpoint: str | None = None
+
+
+class SessionRewound(_Event):
+    """The session's working tree was restored to `checkpoint` (the state after `to_turn`;
+    null when it ends no turn); `pre_rewind_checkpoint` holds what was replaced (issue 14)."""
+
+    event: Literal["session_rewound"] = "session_rewound"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"to_turn", "request_id"})
+    session: str
+    to_turn: int | None
+    checkpoint: str
+    pre_rewind_checkpoint: str
+    request_id: str | None = None
 
 
 class ErrorEvent(_Event):
@@ -782,6 +840,7 @@ Event = Annotated[
     | ConfigOptions
     | ExecutionPolicyChanged
     | TurnEnded
+    | SessionRewound
     | ErrorEvent,
     Field(discriminator="event"),
 ]

@@ -158,6 +158,7 @@ class TurnFlow:
         seq_box: list[int] = []
 
         def append_prompt(uow: UnitOfWork) -> None:
+            turn.number = uow.parts.count_user_rows(live.id) + 1  # issue 14: from 1
             seq_box[:] = [uow.parts.append(live.id, "user", prompt_part)]
             if title is not None:
                 uow.sessions.update(titled, ("title",))
@@ -168,7 +169,12 @@ class TurnFlow:
 
         def started(uow: UnitOfWork) -> None:
             uow.emit(
-                TurnStarted(session=live.id, request_id=turn.request_id, transcript_seq=seq_box[0])
+                TurnStarted(
+                    session=live.id,
+                    request_id=turn.request_id,
+                    transcript_seq=seq_box[0],
+                    turn=turn.number,
+                )
             )
 
         await commit_activity(
@@ -188,6 +194,7 @@ class TurnFlow:
         handler.take_lost_writes()  # a loss between turns is not this turn's
         rid = turn.request_id
         try:
+            await self.engine.checkpoints.turn_started(live, turn.number)  # issue 14
             agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
                 restarting = live.needs_acp_restart
@@ -286,13 +293,15 @@ class TurnFlow:
             resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
             live.turn = None
             try:
+                # issue 14: the tree as the turn left it, on turn_ended and in the transcript
+                checkpoint = await self.engine.checkpoints.turn_ended(live, turn.number)
                 ended = self.engine.usage.close_turn(turn.turn_id)  # the ledger's end time
                 await commit_activity(
                     self.engine.store,
                     live,
                     state,
-                    extra=(closing,),
-                    before=resolved,
+                    extra=(checkpoint.stamp(closing),),
+                    before=resolved + checkpoint.steps,
                     after=(ended,),
                 )
             except Exception:

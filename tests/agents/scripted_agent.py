@@ -6,7 +6,9 @@ Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives
 /ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
 /config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
-/stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
+/stderr-fail text (text on stderr, then an internal error), /write path text,
+/delete path, /rename src dst, /binary path N, /bigfile path KiB (file changes in the cwd).
+Env: SCRIPTED_AGENT_LOAD=0|1,
 SCRIPTED_AGENT_LOG=path (JSON line per inbound message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a
 sleeping grandchild holding stdout; pid in the log),
 SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
@@ -316,6 +318,36 @@ class ScriptedAgent(DemoAgent):
             if written % 16 == 0:
                 self.log({"event": "flood", "agent_pid": os.getpid(), "written": written})
         return "cancelled"
+
+    # File changes in the session's cwd (paths relative to it), for checkpoint tests.
+
+    def _file(self, turn: Turn, name: str) -> Path:
+        return Path(turn.session.cwd) / name
+
+    async def do_write(self, turn: Turn, arg: str) -> None:
+        """`/write path text`: write `text` (`\\n` becomes a newline) to `path`."""
+        name, _, text = arg.partition(" ")
+        target = self._file(turn, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text.replace("\\n", "\n"), encoding="utf-8")
+
+    async def do_delete(self, turn: Turn, arg: str) -> None:
+        self._file(turn, arg).unlink()
+
+    async def do_rename(self, turn: Turn, arg: str) -> None:
+        source, _, target = arg.partition(" ")
+        self._file(turn, source).rename(self._file(turn, target))
+
+    async def do_binary(self, turn: Turn, arg: str) -> None:
+        """`/binary path N`: N bytes of a fixed binary pattern (NULs included)."""
+        name, _, size = arg.partition(" ")
+        self._file(turn, name).write_bytes(bytes(i % 256 for i in range(int(size))))
+
+    async def do_bigfile(self, turn: Turn, arg: str) -> None:
+        """`/bigfile path KiB`: a text file of that many KiB of numbered lines."""
+        name, _, kib = arg.partition(" ")
+        lines = (f"line {i:08d} of a big file\n" for i in range(int(kib) * 1024 // 32 + 1))
+        self._file(turn, name).write_text("".join(lines), encoding="utf-8")
 
     async def do_pid(self, turn: Turn, arg: str) -> None:
         self.log({"event": "pid", "agent_pid": os.getpid()})

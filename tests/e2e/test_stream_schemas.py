@@ -20,6 +20,7 @@ from api.openapi import document
 from core.protocol import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.gitrepos import git
 
 MODES_PROVIDER = f"""
 [providers.modes]
@@ -60,6 +61,7 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     fresh_c2.start()
     work = tmp_path / "project"
     work.mkdir()
+    git(work, "init", "--quiet")  # a git folder: turns carry checkpoints, rewind works
     client = Client(fresh_c2)
     frames: list[dict[str, Any]] = []
     try:
@@ -74,6 +76,10 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             request = await stream.until_event("permission_request")
             await client.answer(sid, request["request_id"], "allow")
             await stream.until_event("turn_ended")
+            rewind = {"to_turn": 1, "force": True, "request_id": "rw-schema"}
+            resp = await client.http.post(f"/v1/sessions/{sid}/rewind", json=rewind)
+            assert resp.status_code == 200, resp.text
+            await stream.until_event("session_rewound")
             # A budget already exceeded when it is set is announced at once.
             budget = {"max_cost": 0, "action": "warn"}
             resp = await client.http.put(f"/v1/sessions/{sid}/budget", json=budget)
