@@ -16,6 +16,7 @@ from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
+    ForkOp,
     NewSessionOp,
     PermissionMode,
     PromptOp,
@@ -153,6 +154,10 @@ class RewindWireOp(RewindOp):
     op: Literal["rewind"]
 
 
+class ForkWireOp(ForkOp):
+    op: Literal["fork"]
+
+
 WireOp = Annotated[
     NewSessionWireOp
     | PromptWireOp
@@ -164,7 +169,8 @@ WireOp = Annotated[
     | SetModelWireOp
     | SetModeWireOp
     | SetConfigOptionWireOp
-    | RewindWireOp,
+    | RewindWireOp
+    | ForkWireOp,
     Field(discriminator="op"),
 ]
 
@@ -183,6 +189,15 @@ class RewindBody(_Body):
     to_turn: int | None = Field(default=None, ge=0, le=2**31)
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
+    request_id: RequestId | None = None
+
+
+class ForkBody(_Body):
+    """`POST /v1/sessions/{id}/fork`: the turn to fork at (omitted: the last finished one; 0:
+    the baseline) and whether the child gets its own worktree (omitted: as the parent)."""
+
+    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    use_worktree: bool | None = Field(default=None, strict=True)
     request_id: RequestId | None = None
 
 

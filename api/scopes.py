@@ -40,6 +40,7 @@ OP_SCOPES: dict[str, Scope] = {
     "set_mode": Scope.OPERATE,
     "set_config_option": Scope.OPERATE,
     "rewind": Scope.OPERATE,
+    "fork": Scope.OPERATE,
 }
 PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})
 

@@ -305,6 +305,31 @@ class CheckpointService:
             exc.session, exc.request_id = exc.session or sid, rid
             raise
 
+    # -- forks (core/forks.py) ----------------------------------------------------------------
+
+    async def seed_fork(self, parent: SessionRecord, child: SessionRecord, turn: int) -> None:
+        """Give a fork's new checkout the parent's files after `turn`, and the parent's
+        checkpoints up to it as its own (same repository, so the same objects)."""
+        if await self._workspace(parent) is None:
+            return  # the parent has no checkpoints: the child starts at the baseline commit
+        source = _Refs(parent.id)
+
+        def seed(ws: Workspace, refs: _Refs) -> None:
+            known = list_refs(ws.root, source.prefix)
+            tree = source.after_turn(known, turn)
+            if tree is None:
+                return
+            capture(ws)  # the child's index starts from its fresh checkout
+            restore(ws, tree)
+            for name, sha in known.items():
+                rest = name.removeprefix(source.prefix)
+                step = re.fullmatch(r"turns/(\d+)/(start|end)", rest)
+                if rest == "baseline" or (step and int(step.group(1)) <= turn):
+                    set_ref(ws.root, refs.prefix + rest, sha)
+            set_ref(ws.root, refs.head, tree)
+
+        await self._git(child, seed)
+
     # -- garbage collection -------------------------------------------------------------------
 
     async def forget(self, record: SessionRecord) -> None:

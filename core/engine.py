@@ -23,6 +23,7 @@ from core.errors import (
     SessionNotFoundError,
     StoreUnavailableError,
 )
+from core.forks import ForkService
 from core.lifecycle import SessionLifecycle, resolve_cwd
 from core.live import LiveSession
 from core.outcomes import (
@@ -39,6 +40,7 @@ from core.protocol import (
     Doc,
     ErrorEvent,
     Event,
+    ForkOp,
     NewSessionOp,
     Op,
     PromptOp,
@@ -99,6 +101,7 @@ class Engine:
         self.settings = SessionSettings(self)
         self.usage = UsageLedger(store, self.turns.cancel)
         self.checkpoints = CheckpointService(self)  # issue 14
+        self.forks = ForkService(self)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -161,6 +164,8 @@ class Engine:
                 return await self.settings.set_config_option(op)
             case RewindOp():  # issue 14
                 return await self.checkpoints.rewind(op)
+            case ForkOp():
+                return await self.forks.fork(op)
         raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
 
     # -- helpers -------------------------------------------------------------------------------

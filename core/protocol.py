@@ -254,6 +254,17 @@ class SetConfigOptionOp(_Op):
     value: str = Field(max_length=4096)
 
 
+class ForkOp(_Op):
+    """Start a new session from this one's turns up to `at_turn` (omitted: the last finished
+    one), in a worktree of its own (`use_worktree`, omitted: as the parent) (issue 14)."""
+
+    op: Literal["fork"] = "fork"
+    session: SessionId
+    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    use_worktree: bool | None = Field(default=None, strict=True)
+    request_id: RequestId | None = None
+
+
 class RewindOp(_Op):
     """Restore a session's working tree to the state after turn `to_turn` (0: its baseline)
     or to any of its checkpoints `to_checkpoint` (issue 14); exactly one of the two."""
@@ -277,7 +288,8 @@ Op = Annotated[
     | SetModelOp
     | SetModeOp
     | SetConfigOptionOp
-    | RewindOp,
+    | RewindOp
+    | ForkOp,
     Field(discriminator="op"),
 ]
 OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
@@ -535,6 +547,14 @@ class ContextWindow(BaseModel):
     context_window: int
 
 
+class ForkedFrom(BaseModel):
+    """Lineage of a forked session: the parent session and the turn it was forked at."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    session: str
+    turn: int
+
+
 class SessionSnapshot(BaseModel):
     """The session snapshot of API.md §5; optional fields are present as null."""
 
@@ -553,6 +573,7 @@ class SessionSnapshot(BaseModel):
     config_options: list[ConfigOption]
     mcp_servers: list[McpServerSummary] = Field(default_factory=list)
     context_window: ContextWindow | None
+    forked_from: ForkedFrom | None = None
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -627,6 +648,8 @@ class TurnStarted(_Event):
     request_id: str | None = None
     transcript_seq: int | None = None
     turn: int | None = None  # numbered from 1 in start order (issue 14)
+    # A forked session's first turn, when its agent got the parent's turns as a primer.
+    primed_from: ForkedFrom | None = None
 
 
 class AgentText(_Event):

@@ -174,6 +174,7 @@ class TurnFlow:
                     request_id=turn.request_id,
                     transcript_seq=seq_box[0],
                     turn=turn.number,
+                    primed_from=self.engine.forks.primed_from(live.record),  # issue 14
                 )
             )
 
@@ -207,6 +208,7 @@ class TurnFlow:
                         )
                     )
             text = await self._compile_for_turn(live, doc, rid)
+            text = await self.engine.forks.prime(live, text)  # issue 14: a primed fork
             acp_session = await self._ensure_acp_session(live, agent, rid)
             if turn.cancel_requested:
                 # Cancelled while the agent was starting: there was no ACP session to tell.

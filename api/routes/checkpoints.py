@@ -9,10 +9,10 @@ from fastapi.responses import JSONResponse
 
 from api.authn import DeviceDep, ServicesDep, current_device
 from api.openapi import Responses, problems
-from api.schemas import RewindBody
+from api.schemas import ForkBody, RewindBody
 from api.scopes import needs
 from core.checkpoints import DiffResult, RewindResult
-from core.protocol import RewindOp
+from core.protocol import ForkOp, RewindOp, SessionSnapshot
 from core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["checkpoints"], dependencies=[Depends(current_device)])
@@ -20,8 +20,8 @@ SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Ses
 TurnPath = Annotated[int, Path(ge=1, le=2**31, description="Turn number, from 1")]
 
 
-def _ok(model: type[DiffResult] | type[RewindResult]) -> Responses:
-    return {200: {"model": model, "description": "OK"}}
+def _ok(model: type[DiffResult | RewindResult | SessionSnapshot], status: int = 200) -> Responses:
+    return {status: {"model": model, "description": "OK"}}
 
 
 @router.get(
@@ -60,6 +60,25 @@ async def rewind(
         to_turn=body.to_turn,
         to_checkpoint=body.to_checkpoint,
         force=body.force,
+        request_id=body.request_id,
+    )
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.post(
+    "/sessions/{session_id}/fork",
+    status_code=201,
+    responses=_ok(SessionSnapshot, 201) | problems(401, 403, 404, 409, 422, 503),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def fork_session(
+    session_id: SessionPath, body: ForkBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """A new session continuing this one from a turn; 201 with the child's snapshot."""
+    op = ForkOp(
+        session=session_id,
+        at_turn=body.at_turn,
+        use_worktree=body.use_worktree,
         request_id=body.request_id,
     )
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)

@@ -17,7 +17,8 @@ SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (a
 session/resume and session/close), SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities),
 SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as a config option, like OpenCode),
 SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers "authentication required"),
-SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new).
+SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new), SCRIPTED_AGENT_FORK=1
+(advertises `sessionCapabilities.fork`; session/fork copies a persisted session's history).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,8 @@ class ScriptedAgent(DemoAgent):
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
         elif os.environ.get("SCRIPTED_AGENT_SESSION_CLOSE") == "1":
             caps["sessionCapabilities"] = {"close": {}}
+        if os.environ.get("SCRIPTED_AGENT_FORK") == "1":
+            caps.setdefault("sessionCapabilities", {})["fork"] = {}
         return {
             "protocolVersion": 1,
             "agentCapabilities": caps,
@@ -159,6 +163,21 @@ class ScriptedAgent(DemoAgent):
             raise RequestError(-32002, f"session not found: {session_id}")
         session.cwd = cwd
         return self.session_state(session)
+
+    async def fork_session(self, cwd: str, session_id: str, **_: Any) -> dict[str, Any]:
+        """`session/fork` (SCRIPTED_AGENT_FORK=1): a new session with a copy of the history of
+        `session_id` (persisted: DEMO_AGENT_STATE_DIR), working in `cwd`."""
+        if os.environ.get("SCRIPTED_AGENT_FORK") != "1":
+            raise RequestError.method_not_found("session/fork")
+        parent = self.sessions.get(session_id) or self.restore(session_id)
+        if parent is None:
+            raise RequestError(-32002, f"session not found: {session_id}")
+        child = DemoSession(id=uuid.uuid4().hex, cwd=cwd, history=list(parent.history))
+        self.sessions[child.id] = child
+        self.save(child)
+        entry = {"event": "fork", "from": session_id, "sessionId": child.id, "cwd": cwd}
+        self.log({**entry, "history": len(child.history)})
+        return {"sessionId": child.id, **self.session_state(child)}
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         self.sessions.pop(session_id, None)

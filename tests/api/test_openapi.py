@@ -77,6 +77,7 @@ OPERATION_IDS = {
     ("get", "/v1/sessions/{session_id}/turns/{turn}/diff"): "turnDiff",
     ("get", "/v1/sessions/{session_id}/diff"): "sessionDiff",
     ("post", "/v1/sessions/{session_id}/rewind"): "rewind",
+    ("post", "/v1/sessions/{session_id}/fork"): "forkSession",
     ("get", "/v1/skills"): "listSkills",
     ("get", "/v1/usage"): "getUsage",
     ("post", "/v1/stream-tickets"): "createStreamTicket",
