@@ -19,7 +19,7 @@ from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, checkpoints, events, health, ops, sessions, usage
+from api.routes import auth, catalog, checkpoints, events, health, ops, queue, sessions, usage
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -74,6 +74,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         catalog.router,
         usage.router,
         checkpoints.router,
+        queue.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)

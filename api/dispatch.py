@@ -33,6 +33,7 @@ from core.engine import Engine
 from core.errors import DomainError, RequestIdReusedError
 from core.outcomes import CancelResult, PromptAccepted
 from core.protocol import AnsweredBy, AnswerPermissionOp, NewSessionOp, Op, SessionSnapshot
+from core.queue import Queued
 from core.store.database import Store
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def op_fingerprint(op: Op, request_id: str) -> str:
 
 
 def outcome_status(outcome: object) -> int:
-    if isinstance(outcome, SessionSnapshot):
+    if isinstance(outcome, SessionSnapshot | Queued):
         return 201
     if isinstance(outcome, PromptAccepted | CancelResult):
         return 202

@@ -16,11 +16,15 @@ from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
+    EditQueuedOp,
     ForkOp,
     NewSessionOp,
     PermissionMode,
     PromptOp,
+    QueuePromptOp,
+    RemoveQueuedOp,
     RequestId,
+    ResumeQueueOp,
     RewindOp,
     SandboxPolicy,
     SessionSnapshot,
@@ -158,6 +162,24 @@ class ForkWireOp(ForkOp):
     op: Literal["fork"]
 
 
+class QueuePromptWireOp(QueuePromptOp):
+    op: Literal["queue_prompt"]
+    doc: BoundedDoc
+
+
+class EditQueuedWireOp(EditQueuedOp):
+    op: Literal["edit_queued"]
+    doc: BoundedDoc
+
+
+class RemoveQueuedWireOp(RemoveQueuedOp):
+    op: Literal["remove_queued"]
+
+
+class ResumeQueueWireOp(ResumeQueueOp):
+    op: Literal["resume_queue"]
+
+
 WireOp = Annotated[
     NewSessionWireOp
     | PromptWireOp
@@ -170,7 +192,11 @@ WireOp = Annotated[
     | SetModeWireOp
     | SetConfigOptionWireOp
     | RewindWireOp
-    | ForkWireOp,
+    | ForkWireOp
+    | QueuePromptWireOp
+    | EditQueuedWireOp
+    | RemoveQueuedWireOp
+    | ResumeQueueWireOp,
     Field(discriminator="op"),
 ]
 
@@ -189,6 +215,14 @@ class RewindBody(_Body):
     to_turn: int | None = Field(default=None, ge=0, le=2**31)
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
+    request_id: RequestId | None = None
+
+
+class QueueBody(_Body):
+    """`POST /v1/sessions/{id}/queue` and `PATCH …/queue/{item}`: the prompt document (its
+    `request_id` is the queued turn's, echoed on its `turn_started`)."""
+
+    doc: BoundedDoc
     request_id: RequestId | None = None
 
 

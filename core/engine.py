@@ -38,12 +38,16 @@ from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
+    EditQueuedOp,
     ErrorEvent,
     Event,
     ForkOp,
     NewSessionOp,
     Op,
     PromptOp,
+    QueuePromptOp,
+    RemoveQueuedOp,
+    ResumeQueueOp,
     RewindOp,
     SessionActivityChanged,
     SessionSnapshot,
@@ -55,6 +59,7 @@ from core.protocol import (
     SetSandboxOp,
 )
 from core.providers import ProviderRegistry, ProviderUnavailableError
+from core.queue import FollowUpQueue
 from core.session import SessionRecord
 from core.session_settings import SessionSettings
 from core.skills import SkillLibrary
@@ -102,6 +107,7 @@ class Engine:
         self.usage = UsageLedger(store, self.turns.cancel)
         self.checkpoints = CheckpointService(self)  # issue 14
         self.forks = ForkService(self)
+        self.queue = FollowUpQueue(self)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -122,6 +128,7 @@ class Engine:
         recovered = await self.store.write(recover)
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
+        await self.queue.interrupted()  # issue 14: queues wait for a client after a restart
 
     async def shutdown(self) -> None:
         """End turns (terminal error, never turn_ended), then close every agent."""
@@ -129,6 +136,7 @@ class Engine:
             if live.turn is not None:
                 live.turn.drain()
         await self.turn_tasks.close()
+        await self.queue.close()
         await asyncio.gather(*(self.close_agent(live) for live in self.live_sessions.values()))
         await asyncio.gather(*(agent.close() for agent in list(self._retiring)))
         await self.agent_tasks.close()
@@ -166,6 +174,14 @@ class Engine:
                 return await self.checkpoints.rewind(op)
             case ForkOp():
                 return await self.forks.fork(op)
+            case QueuePromptOp():
+                return await self.queue.append(op)
+            case EditQueuedOp():
+                return await self.queue.edit(op)
+            case RemoveQueuedOp():
+                return await self.queue.remove(op)
+            case ResumeQueueOp():
+                return await self.queue.resume(op)
         raise AssertionError(f"unhandled op {op!r}")  # pragma: no cover
 
     # -- helpers -------------------------------------------------------------------------------
@@ -215,7 +231,9 @@ class Engine:
     def handler_for(self, live: LiveSession) -> SessionHandler:
         handler = self.handlers.get(live.id)
         if handler is None:
-            handler = self.handlers[live.id] = SessionHandler(live, self.store, self.usage)
+            handler = self.handlers[live.id] = SessionHandler(
+                live, self.store, self.usage, on_park=self.queue.parked
+            )
         return handler
 
     async def spawn_agent(self, live: LiveSession) -> AgentProcess:

@@ -160,6 +160,7 @@ class SessionLifecycle:
         self.engine.live_sessions.pop(session_id, None)
         self.engine.handlers.pop(session_id, None)
         await self.engine.checkpoints.forget(record)  # issue 14: checkpoints go with it
+        await self.engine.queue.forget(session_id)
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
         live = await self.engine.load(session_id)

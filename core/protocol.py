@@ -154,6 +154,7 @@ class SessionRefBlock(BaseModel):
 
 DocBlock = Annotated[TextBlock | SkillBlock | SessionRefBlock, Field(discriminator="type")]
 Doc: TypeAlias = list[DocBlock]
+PROTOCOL_DOC: TypeAdapter[Doc] = TypeAdapter(Doc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +266,38 @@ class ForkOp(_Op):
     request_id: RequestId | None = None
 
 
+class QueuePromptOp(_Op):
+    """Append a prompt to the session's follow-up queue (issue 14 part 3)."""
+
+    op: Literal["queue_prompt"] = "queue_prompt"
+    session: SessionId
+    doc: Doc = Field(max_length=256)
+    request_id: RequestId | None = None
+
+
+class EditQueuedOp(_Op):
+    """Replace the doc of a queued prompt that has not started."""
+
+    op: Literal["edit_queued"] = "edit_queued"
+    session: SessionId
+    item: str = Field(min_length=1, max_length=64)
+    doc: Doc = Field(max_length=256)
+    request_id: RequestId | None = None
+
+
+class RemoveQueuedOp(_Op):
+    op: Literal["remove_queued"] = "remove_queued"
+    session: SessionId
+    item: str = Field(min_length=1, max_length=64)
+    request_id: RequestId | None = None
+
+
+class ResumeQueueOp(_Op):
+    op: Literal["resume_queue"] = "resume_queue"
+    session: SessionId
+    request_id: RequestId | None = None
+
+
 class RewindOp(_Op):
     """Restore a session's working tree to the state after turn `to_turn` (0: its baseline)
     or to any of its checkpoints `to_checkpoint` (issue 14); exactly one of the two."""
@@ -289,7 +322,11 @@ Op = Annotated[
     | SetModeOp
     | SetConfigOptionOp
     | RewindOp
-    | ForkOp,
+    | ForkOp
+    | QueuePromptOp
+    | EditQueuedOp
+    | RemoveQueuedOp
+    | ResumeQueueOp,
     Field(discriminator="op"),
 ]
 OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
@@ -816,6 +853,34 @@ class TurnEnded(_Event):
     checkpoint: str | None = None
 
 
+class QueueItem(BaseModel):
+    """A prompt waiting in a session's follow-up queue; `position` counts from 0 (the next)."""
+
+    id: str
+    doc: Doc
+    request_id: str | None
+    position: int
+
+
+class QueueChanged(_Event):
+    """The session's follow-up queue now holds `items` (in order)."""
+
+    event: Literal["queue_changed"] = "queue_changed"
+    session: str
+    items: list[QueueItem]
+
+    def encode(self) -> str:
+        return self.model_dump_json()  # an item's request_id is present as null
+
+
+class QueuePaused(_Event):
+    """The queue stopped starting items until a client resumes it."""
+
+    event: Literal["queue_paused"] = "queue_paused"
+    session: str
+    reason: Literal["cancelled", "failed", "permission", "interrupted"]
+
+
 class SessionRewound(_Event):
     """The session's working tree was restored to `checkpoint` (the state after `to_turn`;
     null when it ends no turn); `pre_rewind_checkpoint` holds what was replaced (issue 14)."""
@@ -864,6 +929,8 @@ Event = Annotated[
     | ExecutionPolicyChanged
     | TurnEnded
     | SessionRewound
+    | QueueChanged
+    | QueuePaused
     | ErrorEvent,
     Field(discriminator="event"),
 ]

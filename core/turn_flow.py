@@ -309,6 +309,7 @@ class TurnFlow:
             except Exception:
                 log.exception("could not persist the end of a turn for %s", live.id)
         live.touch()
+        self.engine.queue.turn_ended(live, turn, state, closing)  # issue 14: next queued prompt
 
     async def _revive(self, live: LiveSession) -> AgentProcess:
         await self.engine.close_agent(live)

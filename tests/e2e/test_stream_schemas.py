@@ -88,8 +88,12 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             policy = {"mode": "yolo", "sandbox": "workspace_write"}
             resp = await client.http.put(f"/v1/sessions/{sid}/execution-policy", json=policy)
             assert resp.status_code == 200, resp.text
-            await client.prompt(sid, "/fail kaboom")
+            # Queued, it starts at once (queue_changed) and its failure pauses the queue.
+            queued = {"doc": [{"type": "text", "text": "/fail kaboom"}]}
+            resp = await client.http.post(f"/v1/sessions/{sid}/queue", json=queued)
+            assert resp.status_code == 201, resp.text
             await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
+            await stream.until_event("queue_paused")
             # An agent with session modes (Claude Code's) reports them: the `modes` event.
             await client.new_session(work, provider={"custom": "modes"})
             await stream.until_event("modes")
