@@ -192,7 +192,7 @@ class CheckpointService:
         self._running[live.id] = turn
         try:
             await self._git(record, lambda ws, refs: self._start_sync(record, ws, refs, turn))
-        except (DomainError, OSError) as exc:
+        except Exception as exc:  # a checkpoint must never cost the turn
             log.warning("no start checkpoint for turn %s of %s: %s", turn, live.id, exc)
 
     def _start_sync(self, record: SessionRecord, ws: Workspace, refs: _Refs, turn: int) -> None:
@@ -219,7 +219,7 @@ class CheckpointService:
 
         try:
             tree = await self._git(live.record, end)
-        except (DomainError, OSError) as exc:
+        except Exception as exc:  # the turn's end must be committed whatever happens here
             log.warning("no end checkpoint for turn %s of %s: %s", turn, live.id, exc)
             tree = None
         return TurnCheckpoint(live.id, turn, tree)
