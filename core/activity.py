@@ -45,6 +45,7 @@ class LiveTurn:
     accepted: bool = False  # turn_started was committed
     cancel_requested: bool = False  # a cancel was forwarded to the agent during this turn
     number: int | None = None  # turn number, from 1 in start order (set when accepted)
+    task: asyncio.Task[None] | None = None  # the supervised task running the turn
 
     def pending(self) -> list[PendingInput]:
         return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)

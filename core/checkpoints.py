@@ -21,10 +21,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from core.activity import is_busy
-from core.errors import DomainError, SessionNotFoundError, TurnAlreadyRunningError
+from core.errors import (
+    DomainError,
+    ForceRequiredError,
+    NoCheckpointsError,
+    NoSuchCheckpointError,
+    NoSuchTurnError,
+    OutsideChangesError,
+    SessionNotFoundError,
+    TurnAlreadyRunningError,
+    WorktreeError,
+)
 from core.protocol import CheckpointPart, Event, RewindOp, RewindPart, SessionRewound, TurnEnded
 from core.session import SessionRecord
-from core.store.database import UnitOfWork
+from core.store.database import Store, UnitOfWork
 from core.worktrees.checkpoints import (
     REF_ROOT,
     Workspace,
@@ -38,48 +48,15 @@ from core.worktrees.checkpoints import (
     restore,
     set_ref,
 )
-from core.worktrees.errors import WorktreeError
 
 if TYPE_CHECKING:
-    from core.engine import Engine
     from core.live import LiveSession
+    from core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _REF_SAFE = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 Step = Callable[[UnitOfWork], None]
-
-
-class NoCheckpointsError(DomainError):
-    code = "no_checkpoints"
-    status = 409
-    title = "The session has no checkpoints"
-
-
-class NoSuchTurnError(DomainError):
-    code = "no_such_turn"
-    status = 404
-    title = "No such turn"
-
-
-class NoSuchCheckpointError(DomainError):
-    code = "no_such_checkpoint"
-    status = 404
-    title = "No such checkpoint"
-
-
-class OutsideChangesError(DomainError):
-    """The tree changed outside any turn since c2 last recorded it; `paths` lists them."""
-
-    code = "outside_changes"
-    status = 409
-    title = "The working tree has changes made outside any turn"
-
-
-class ForceRequiredError(DomainError):
-    code = "force_required"
-    status = 409
-    title = "Rewinding this folder needs force"
 
 
 class FileChange(BaseModel):
@@ -174,10 +151,12 @@ class _Refs:
 
 
 class CheckpointService:
-    """Checkpoints of every session of one engine."""
+    """Checkpoints of every session; session indexes live under `indexes`."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, live: LiveAgents, store: Store, indexes: Path) -> None:
+        self._live = live
+        self._store = store
+        self._indexes = indexes
         self._locks: dict[str, asyncio.Lock] = {}
         self._spaces: dict[str, Workspace | None] = {}
         self._running: dict[str, int] = {}  # session -> number of its running turn
@@ -268,7 +247,7 @@ class CheckpointService:
                 raise NoSuchCheckpointError(
                     "name exactly one of to_turn and to_checkpoint", session=sid
                 )
-            live = await self.engine.load(sid, rid)
+            live = await self._live.load(sid, rid)
             async with live.lock:  # no turn can start while the tree is being restored
                 if live.turn is not None or is_busy(live.record.activity):
                     raise TurnAlreadyRunningError(
@@ -299,7 +278,7 @@ class CheckpointService:
                     uow.parts.append(sid, "agent", part)
                     uow.emit(event)
 
-                await self.engine.store.write(persist)
+                await self._store.write(persist)
             return result
         except DomainError as exc:
             exc.session, exc.request_id = exc.session or sid, rid
@@ -354,18 +333,16 @@ class CheckpointService:
     # -- helpers ------------------------------------------------------------------------------
 
     async def _record(self, session_id: str) -> SessionRecord:
-        live = self.engine.live_sessions.get(session_id)
+        live = self._live.get(session_id)
         if live is not None:
             return live.record
-        record: SessionRecord | None = await self.engine.store.read(
-            lambda r: r.sessions.get(session_id)
-        )
+        record: SessionRecord | None = await self._store.read(lambda r: r.sessions.get(session_id))
         if record is None or record.archived:
             raise SessionNotFoundError("no such session", session=session_id)
         return record
 
     def _index(self, session_id: str) -> Path:
-        return self.engine.home / "checkpoints" / f"{session_id}.index"
+        return self._indexes / f"{session_id}.index"
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())

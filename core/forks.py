@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.acp_sessions import adopt, agent_failure, open_new
 from core.agents.updates import AgentError
-from core.checkpoints import NoSuchTurnError
-from core.errors import DomainError, TurnFailedError
+from core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError, TurnFailedError
 from core.live import LiveSession
 from core.mcp_servers import dump_mcp_servers
 from core.protocol import (
@@ -28,9 +28,8 @@ from core.protocol import (
     TranscriptEntry,
     WorktreeBase,
 )
-from core.providers import ProviderUnavailableError
 from core.session import SessionRecord
-from core.store.database import ReadUnit, UnitOfWork
+from core.store.database import ReadUnit, Store, UnitOfWork
 from core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
 from core.worktrees import (
     CreatedWorktree,
@@ -40,7 +39,8 @@ from core.worktrees import (
 )
 
 if TYPE_CHECKING:
-    from core.engine import Engine
+    from core.checkpoints import CheckpointService
+    from core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 _ALL = 2**62
@@ -70,8 +70,15 @@ def _cut(read: ReadUnit, session: str, at_turn: int | None, running: bool) -> _C
 
 
 class ForkService:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """Forks sessions (new worktrees go under `worktrees`) and primes a fork's first prompt."""
+
+    def __init__(
+        self, live: LiveAgents, store: Store, checkpoints: CheckpointService, worktrees: Path
+    ) -> None:
+        self._live = live
+        self._store = store
+        self._checkpoints = checkpoints
+        self._worktrees = worktrees
 
     async def fork(self, op: ForkOp) -> SessionSnapshot:
         try:
@@ -81,11 +88,10 @@ class ForkService:
             raise
 
     async def _fork(self, op: ForkOp) -> SessionSnapshot:
-        engine = self.engine
-        parent_live = await engine.load(op.session, op.request_id)
+        parent_live = await self._live.load(op.session, op.request_id)
         parent = parent_live.record
         running = parent_live.turn is not None
-        cut = await engine.store.read(lambda r: _cut(r, parent.id, op.at_turn, running))
+        cut = await self._store.read(lambda r: _cut(r, parent.id, op.at_turn, running))
         child_id = str(uuid.uuid4())
         lineage = ForkedFrom(session=parent.id, turn=cut.at)
         use_worktree = (
@@ -112,7 +118,7 @@ class ForkService:
                     source, WorktreeBase.CURRENT
                 )
                 created = await create_worktree_at_async(
-                    source, child_id, baseline, engine.home / "worktrees"
+                    source, child_id, baseline, self._worktrees
                 )
                 child = child.evolve(
                     cwd=created.cwd,
@@ -121,8 +127,8 @@ class ForkService:
                     worktree_baseline=created.baseline,
                     worktree_identity=created.identity,
                 )
-                await engine.checkpoints.seed_fork(parent, child, cut.at)
-            live = LiveSession(record=child)
+                await self._checkpoints.seed_fork(parent, child, cut.at)
+            live = self._live.new(child)
             child, state = await self._open_agent(live, parent, cut)
             live.record = child
             created_event = SessionCreated(
@@ -136,25 +142,25 @@ class ForkService:
 
             def persist(uow: UnitOfWork) -> None:
                 uow.sessions.insert(child)
-                for entry in cut.rows:
+                for entry in cut.rows:  # indexed for search like any appended row
                     uow.parts.append(child_id, entry.role, entry.part)
+                uow.search.turn_ended(child_id)  # the copied turns are over: index the last message
                 uow.emit(created_event)
                 for event in state:
                     uow.emit(event)
 
             try:
-                await engine.store.write(persist)
+                await self._store.write(persist)
             except Exception as exc:
                 raise TurnFailedError(f"couldn't persist the forked session: {exc}") from exc
         except BaseException:
             if live is not None:
-                await engine.close_agent(live)
-            engine.handlers.pop(child_id, None)
-            await engine.checkpoints.forget(child)
+                await self._live.close(live)
+            await self._checkpoints.forget(child)
             if created is not None:
                 await discard_worktree_async(created)
             raise
-        engine.live_sessions[child_id] = live
+        self._live.add(live)
         return child.snapshot()
 
     async def _open_agent(
@@ -162,8 +168,8 @@ class ForkService:
     ) -> tuple[SessionRecord, list[Event]]:
         """Start the child's agent: ACP session/fork when it can continue the parent's own
         conversation, else a fresh session (primed at the first prompt)."""
-        engine, child = self.engine, live.record
-        agent = await engine.spawn_agent(live)
+        child = live.record
+        agent = await self._live.spawn(live)
         info = None
         if cut.latest and agent.supports_fork and parent.acp_session_id:
             servers = dump_mcp_servers(child.mcp_servers)
@@ -207,8 +213,8 @@ class ForkService:
             earlier = [(e.role, e.part) for e in page.entries]
             return render_transcript_context(title, earlier, page.next_before is not None)
 
-        context = await self.engine.store.read(render)
+        context = await self._store.read(render)
         done = record.evolve(prime=False)
-        await self.engine.store.write(lambda uow: uow.sessions.update(done, ("prime",)))
+        await self._store.write(lambda uow: uow.sessions.update(done, ("prime",)))
         live.record = live.record.evolve(prime=False)
         return f"{context}\n\n{text}" if context else text

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.client import LaunchSpec
-from core.errors import DomainError
-from core.mcp_servers import InvalidMcpServerError, McpServer, parse_mcp_servers
+from core.agents.port import LaunchSpec
+from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
+from core.mcp_servers import McpServer, parse_mcp_servers
 from core.protocol import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
@@ -34,18 +34,6 @@ _TABLE_KEYS = frozenset({"command", "args", "env", "display_name", "mcp_servers"
 # npx options that take no value; anything else starting with "-" is not understood here.
 _NPX_FLAGS = frozenset({"-y", "--yes", "-q", "--quiet", "--no-install", "--prefer-offline"})
 _MAX_NAME = 128
-
-
-class UnknownProviderError(DomainError):
-    code = "unknown_provider"
-    status = 422
-    title = "Unknown provider"
-
-
-class ProviderUnavailableError(DomainError):
-    code = "provider_unavailable"
-    status = 503
-    title = "Provider unavailable"
 
 
 class ProviderConfigError(Exception):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 from core.activity import LiveTurn, is_busy
-from core.errors import DomainError
+from core.errors import DomainError, QueueItemNotFoundError
+from core.outcomes import PromptAccepted
 from core.protocol import (
     PROTOCOL_DOC,
     EditQueuedOp,
@@ -35,22 +37,16 @@ from core.protocol import (
     TurnEnded,
 )
 from core.session import utcnow
-from core.store.database import ReadUnit, UnitOfWork
+from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.queue import QueueRepository, StoredItem
 from core.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from core.engine import Engine
     from core.live import LiveSession
+    from core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]
-
-
-class QueueItemNotFoundError(DomainError):
-    code = "no_such_queue_item"
-    status = 404
-    title = "No such queued prompt"
 
 
 class Queued(QueueItem):
@@ -81,8 +77,17 @@ def _doc_json(doc: object) -> str:
 
 
 class FollowUpQueue:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """Queues of every session; `start` starts a prompt turn (TurnRunner.prompt)."""
+
+    def __init__(
+        self,
+        live: LiveAgents,
+        store: Store,
+        start: Callable[[PromptOp], Awaitable[PromptAccepted]],
+    ) -> None:
+        self._live = live
+        self._store = store
+        self._start = start
         self._queued_turns: set[str] = set()  # turn ids started from the queue
         # Sessions whose queue holds items, so a turn's end costs nothing when none does.
         self._waiting: set[str] = set()
@@ -91,7 +96,7 @@ class FollowUpQueue:
     # -- ops ----------------------------------------------------------------------------------
 
     async def append(self, op: QueuePromptOp) -> QueueItem:
-        live = await self.engine.load(op.session, op.request_id)
+        live = await self._live.load(op.session, op.request_id)
         item_id = str(uuid.uuid4())
         doc_json = _doc_json(op.doc)
 
@@ -103,13 +108,13 @@ class FollowUpQueue:
             added = next(i for i in items if i.id == item_id)
             return Queued(**added.model_dump())
 
-        item = await self.engine.store.write(write)
+        item = await self._store.write(write)
         self._waiting.add(live.id)
         await self.advance(live)
         return item
 
     async def view(self, session: str) -> QueueView:
-        live = await self.engine.load(session)
+        live = await self._live.load(session)
 
         def read(r: ReadUnit) -> QueueView:
             repo = QueueRepository(r.conn)
@@ -119,10 +124,10 @@ class FollowUpQueue:
                 session=live.id, paused=reason is not None, pause_reason=reason, items=items
             )
 
-        return await self.engine.store.read(read)
+        return await self._store.read(read)
 
     async def edit(self, op: EditQueuedOp) -> QueueItem:
-        live = await self.engine.load(op.session, op.request_id)
+        live = await self._live.load(op.session, op.request_id)
         doc_json = _doc_json(op.doc)
 
         def write(uow: UnitOfWork) -> QueueItem:
@@ -137,10 +142,10 @@ class FollowUpQueue:
             uow.emit(QueueChanged(session=live.id, items=items))
             return next(i for i in items if i.id == op.item)
 
-        return await self.engine.store.write(write)
+        return await self._store.write(write)
 
     async def remove(self, op: RemoveQueuedOp) -> QueueView:
-        live = await self.engine.load(op.session, op.request_id)
+        live = await self._live.load(op.session, op.request_id)
 
         def write(uow: UnitOfWork) -> None:
             repo = QueueRepository(uow.conn)
@@ -152,15 +157,15 @@ class FollowUpQueue:
                 )
             uow.emit(QueueChanged(session=live.id, items=_items(repo.items(live.id))))
 
-        await self.engine.store.write(write)
+        await self._store.write(write)
         view = await self.view(live.id)
         if not view.items:
             self._waiting.discard(live.id)
         return view
 
     async def resume(self, op: ResumeQueueOp) -> QueueView:
-        live = await self.engine.load(op.session, op.request_id)
-        await self.engine.store.write(lambda uow: QueueRepository(uow.conn).resume(live.id))
+        live = await self._live.load(op.session, op.request_id)
+        await self._store.write(lambda uow: QueueRepository(uow.conn).resume(live.id))
         await self.advance(live)
         return await self.view(live.id)
 
@@ -180,7 +185,7 @@ class FollowUpQueue:
             uow.emit(QueueChanged(session=live.id, items=_items(items[1:])))
             return items[0], len(items) - 1
 
-        item, left = await self.engine.store.write(take)
+        item, left = await self._store.write(take)
         if not left:
             self._waiting.discard(live.id)
         if item is None:
@@ -188,7 +193,7 @@ class FollowUpQueue:
         doc = PROTOCOL_DOC.validate_json(item.doc_json)
         op = PromptOp(session=live.id, doc=doc, request_id=item.request_id)
         try:
-            accepted = await self.engine.turns.prompt(op)
+            accepted = await self._start(op)
         except DomainError as exc:
             log.warning("queued prompt %s of %s could not start: %s", item.id, live.id, exc)
 
@@ -197,7 +202,7 @@ class FollowUpQueue:
                 repo.push_front(item, utcnow())
                 uow.emit(QueueChanged(session=live.id, items=_items(repo.items(live.id))))
 
-            await self.engine.store.write(put_back)
+            await self._store.write(put_back)
             self._waiting.add(live.id)
             await self.pause(live.id, "failed")
             return
@@ -208,7 +213,7 @@ class FollowUpQueue:
             QueueRepository(uow.conn).pause(session, reason, utcnow())
             uow.emit(QueuePaused(session=session, reason=reason))
 
-        await self.engine.store.write(write)
+        await self._store.write(write)
 
     # -- hooks --------------------------------------------------------------------------------
 
@@ -261,8 +266,8 @@ class FollowUpQueue:
                     uow.emit(QueuePaused(session=session, reason="interrupted"))
             return waiting
 
-        self._waiting.update(await self.engine.store.write(write))
+        self._waiting.update(await self._store.write(write))
 
     async def forget(self, session: str) -> None:
         self._waiting.discard(session)
-        await self.engine.store.write(lambda uow: QueueRepository(uow.conn).forget(session))
+        await self._store.write(lambda uow: QueueRepository(uow.conn).forget(session))

@@ -10,7 +10,6 @@ from fastapi.responses import HTMLResponse
 
 from api.authn import ServicesDep
 from api.errors import NotReadyError
-from api.openapi import problems
 from api.schemas import Health
 
 router = APIRouter(tags=["health"])
@@ -52,7 +51,7 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses=problems(503))
+@router.get("/readyz", response_model=Health)
 async def readyz(services: ServicesDep) -> Health:
     """Migrations ran, the store answers and the server is not shutting down."""
     if not await services.is_ready():

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from core.worktrees.errors import WorktreeError
+from core.errors import CheckpointGitError
 from core.worktrees.repository import NotACheckoutError, open_checkout
 
 REF_ROOT = "refs/c2/checkpoints"
@@ -39,14 +39,6 @@ _GIT_CONFIG = (
 
 Status = Literal["added", "modified", "deleted", "renamed"]
 _STATUS: dict[str, Status] = {"A": "added", "M": "modified", "T": "modified", "D": "deleted"}
-
-
-class CheckpointGitError(WorktreeError):
-    """A git command behind a checkpoint, diff or rewind failed."""
-
-    code = "checkpoint_failed"
-    status = 503
-    title = "Checkpoint operation failed"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,26 @@ async def test_fork_while_the_parent_runs_and_refusals(
     zero = await fork(client, sid, at_turn=0)
     assert zero["forked_from"] == {"session": sid, "turn": 0}
     assert await entries(client, zero["id"]) == []
+
+
+async def test_a_forks_copied_turns_are_searchable(client: Client, workdir: Path) -> None:
+    """The parent's turns copied into a fork are indexed with the child's transcript: the
+    copied prompt and answer are found by a search in the child, the turn after the cut not."""
+    answer, later = (f"w{uuid.uuid4().hex[:10]}" for _ in range(2))
+    sid = (await client.new_session(workdir, provider=SCRIPTED))["id"]
+    await turn(client, sid, f"/text the answer {answer}")
+    await turn(client, sid, f"/text the later {later}")
+    cid = (await fork(client, sid, at_turn=1))["id"]
+
+    async def hits(word: str) -> list[dict[str, Any]]:
+        resp = await client.http.get("/v1/search", params={"q": word, "session": cid})
+        assert resp.status_code == 200, resp.text
+        found: list[dict[str, Any]] = resp.json()["hits"]
+        return found
+
+    copied = {e["seq"]: e["part"] for e in await entries(client, cid)}
+    answered = {h["kind"]: h for h in await hits(answer)}
+    assert {"prompt", "text"} <= set(answered)
+    assert {h["session"] for h in answered.values()} == {cid}
+    assert answer in copied[answered["text"]["transcript_seq"]]["text"]
+    assert await hits(later) == []

@@ -2,7 +2,7 @@
 parent's turns as a primer) and the durable follow-up queue (issue 14).
 
 Revision ID: 0009_checkpoints
-Revises: 0006_usage
+Revises: 0008_notifications
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_checkpoints"
-down_revision = "0006_usage"
+down_revision = "0008_notifications"
 branch_labels = None
 depends_on = None
 
