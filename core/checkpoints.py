@@ -161,7 +161,7 @@ class CheckpointService:
         self._spaces: dict[str, Workspace | None] = {}
         self._running: dict[str, int] = {}  # session -> number of its running turn
 
-    # -- turn hooks (core/turn_flow.py) -------------------------------------------------------
+    # -- turn hooks (core/turns.py) -------------------------------------------------------
 
     async def turn_started(self, live: LiveSession, turn: int | None) -> None:
         """Record the tree as the turn starts (and the session's baseline before its first)."""

@@ -192,7 +192,7 @@ class ForkService:
         live.acp_session_id = info.acp_session_id
         return adopt(child.evolve(prime=prime), info)
 
-    # -- the primer (core/turn_flow.py) -------------------------------------------------------
+    # -- the primer (core/turns.py) -------------------------------------------------------
 
     @staticmethod
     def primed_from(record: SessionRecord) -> ForkedFrom | None:

@@ -220,7 +220,7 @@ class FollowUpQueue:
     def turn_ended(
         self, live: LiveSession, turn: LiveTurn, state: RunState, closing: Event
     ) -> None:
-        """After a turn's end is committed (core/turn_flow.py): start the next item after
+        """After a turn's end is committed (core/turns.py): start the next item after
         `end_turn`, else pause a queue that has something to run."""
         queued = turn.turn_id in self._queued_turns
         self._queued_turns.discard(turn.turn_id)
