@@ -49,6 +49,8 @@ async def fork(client: Client, sid: str, status: int = 201, **body: Any) -> dict
     resp = await client.http.post(f"/v1/sessions/{sid}/fork", json=body)
     assert resp.status_code == status, resp.text
     data: dict[str, Any] = resp.json()
+    if status == 201:
+        assert resp.headers["Location"] == f"/v1/sessions/{data['id']}"
     return data
 
 

@@ -23,6 +23,8 @@ async def enqueue(
     resp = await client.http.post(f"/v1/sessions/{sid}/queue", json=body)
     assert resp.status_code == status, resp.text
     data: dict[str, Any] = resp.json()
+    if status == 201:  # the created item, where PATCH / DELETE reach it
+        assert resp.headers["Location"] == f"/v1/sessions/{sid}/queue/{data['id']}"
     return data
 
 
