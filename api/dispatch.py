@@ -31,7 +31,15 @@ from core.engine import Engine
 from core.errors import DomainError, RequestIdReusedError
 from core.idempotent import IdempotentOps, Reply
 from core.outcomes import CancelResult, PromptAccepted
-from core.protocol import AnsweredBy, AnswerPermissionOp, NewSessionOp, Op, SessionSnapshot
+from core.protocol import (
+    AnsweredBy,
+    AnswerPermissionOp,
+    NewSessionOp,
+    Op,
+    QueuePromptOp,
+    SessionSnapshot,
+)
+from core.queue import Queued
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -45,7 +53,7 @@ class OpReply:
 
 
 def outcome_status(outcome: object) -> int:
-    if isinstance(outcome, SessionSnapshot):
+    if isinstance(outcome, SessionSnapshot | Queued):
         return 201
     if isinstance(outcome, PromptAccepted | CancelResult):
         return 202
@@ -82,9 +90,13 @@ class OpDispatcher:
         # Shielded: a client that disconnects does not cancel an op already handed over.
         reply = await asyncio.shield(task)
         headers = dict(reply.headers)
-        if reply.status == 201 and isinstance(op, NewSessionOp):
-            session_id = json.loads(reply.body)["id"]
-            headers["Location"] = f"/v1/sessions/{quote(session_id, safe='')}"
+        if reply.status == 201:  # every 201 declares the created resource (a session, an item)
+            created = json.loads(reply.body)["id"]
+            if isinstance(op, QueuePromptOp):
+                where = f"/v1/sessions/{quote(op.session, safe='')}/queue/{quote(created, safe='')}"
+            else:  # new_session and fork: the new session
+                where = f"/v1/sessions/{quote(created, safe='')}"
+            headers["Location"] = where
         return Response(
             reply.body,
             status_code=reply.status,

@@ -91,6 +91,11 @@ def _problem_properties(codes: list[dict[str, Any]]) -> dict[str, Any]:
             "description": "Agent failures: what the agent wrote to stderr meanwhile "
             "(last 2 KiB / 20 lines)",
         },
+        "paths": {
+            "type": "array",
+            "description": "`outside_changes`: the paths changed outside any turn",
+            "items": {"type": "string"},
+        },
         "limit": {
             "$ref": "#/components/schemas/BudgetLimit",
             "description": "`budget_exceeded`: the session's budget",

@@ -16,10 +16,16 @@ from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
+    EditQueuedOp,
+    ForkOp,
     NewSessionOp,
     PermissionMode,
     PromptOp,
+    QueuePromptOp,
+    RemoveQueuedOp,
     RequestId,
+    ResumeQueueOp,
+    RewindOp,
     SandboxPolicy,
     SessionSnapshot,
     SetConfigOptionOp,
@@ -148,6 +154,32 @@ class SetConfigOptionWireOp(SetConfigOptionOp):
     op: Literal["set_config_option"]
 
 
+class RewindWireOp(RewindOp):
+    op: Literal["rewind"]
+
+
+class ForkWireOp(ForkOp):
+    op: Literal["fork"]
+
+
+class QueuePromptWireOp(QueuePromptOp):
+    op: Literal["queue_prompt"]
+    doc: BoundedDoc
+
+
+class EditQueuedWireOp(EditQueuedOp):
+    op: Literal["edit_queued"]
+    doc: BoundedDoc
+
+
+class RemoveQueuedWireOp(RemoveQueuedOp):
+    op: Literal["remove_queued"]
+
+
+class ResumeQueueWireOp(ResumeQueueOp):
+    op: Literal["resume_queue"]
+
+
 WireOp = Annotated[
     NewSessionWireOp
     | PromptWireOp
@@ -158,7 +190,13 @@ WireOp = Annotated[
     | SetSandboxWireOp
     | SetModelWireOp
     | SetModeWireOp
-    | SetConfigOptionWireOp,
+    | SetConfigOptionWireOp
+    | RewindWireOp
+    | ForkWireOp
+    | QueuePromptWireOp
+    | EditQueuedWireOp
+    | RemoveQueuedWireOp
+    | ResumeQueueWireOp,
     Field(discriminator="op"),
 ]
 
@@ -167,6 +205,33 @@ WireOp = Annotated[
 
 
 class CorrelatedBody(_Body):
+    request_id: RequestId | None = None
+
+
+class RewindBody(_Body):
+    """`POST /v1/sessions/{id}/rewind`: exactly one of `to_turn` (0: the baseline) and
+    `to_checkpoint`; `force` replaces changes made outside any turn (they stay restorable)."""
+
+    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    force: bool = Field(default=False, strict=True)
+    request_id: RequestId | None = None
+
+
+class QueueBody(_Body):
+    """`POST /v1/sessions/{id}/queue` and `PATCH …/queue/{item}`: the prompt document (its
+    `request_id` is the queued turn's, echoed on its `turn_started`)."""
+
+    doc: BoundedDoc
+    request_id: RequestId | None = None
+
+
+class ForkBody(_Body):
+    """`POST /v1/sessions/{id}/fork`: the turn to fork at (omitted: the last finished one; 0:
+    the baseline) and whether the child gets its own worktree (omitted: as the parent)."""
+
+    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    use_worktree: bool | None = Field(default=None, strict=True)
     request_id: RequestId | None = None
 
 

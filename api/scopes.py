@@ -40,6 +40,12 @@ OP_SCOPES: dict[str, Scope] = {
     "set_model": Scope.OPERATE,
     "set_mode": Scope.OPERATE,
     "set_config_option": Scope.OPERATE,
+    "rewind": Scope.OPERATE,
+    "fork": Scope.OPERATE,
+    "queue_prompt": Scope.OPERATE,
+    "edit_queued": Scope.OPERATE,
+    "remove_queued": Scope.OPERATE,
+    "resume_queue": Scope.OPERATE,
 }
 PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})
 

@@ -72,8 +72,15 @@ class AgentFeed:
     """The AgentHandler of one live session: records what its agent says, decides or parks
     what it asks."""
 
-    def __init__(self, live: LiveSession, store: Store, usage: UsageLedger | None = None) -> None:
+    def __init__(
+        self,
+        live: LiveSession,
+        store: Store,
+        usage: UsageLedger | None = None,
+        on_park: Callable[[LiveSession, LiveTurn], None] | None = None,
+    ) -> None:
         self._live = live
+        self._on_park = on_park  # told of every parked permission (the follow-up queue)
         self._store = store
         self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
         self._in_flight: deque[asyncio.Future[None]] = deque()
@@ -256,6 +263,8 @@ class AgentFeed:
                 turn.parked.pop(pending.input_id, None)
                 log.exception("could not park permission request for %s", live.id)
                 return None
+            if self._on_park is not None:
+                self._on_park(live, turn)
         try:
             choice = await reply
         except asyncio.CancelledError:

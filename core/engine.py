@@ -18,7 +18,9 @@ from typing import Any, TypeVar, assert_never
 from core.agent_feed import AgentFeed
 from core.agents.client import start_agent
 from core.agents.port import AgentFactory
+from core.checkpoints import CheckpointService, RewindResult
 from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
+from core.forks import ForkService
 from core.lifecycle import SessionLifecycle, resolve_cwd
 from core.live_agents import LiveAgents
 from core.outcomes import (
@@ -41,9 +43,16 @@ from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
+    EditQueuedOp,
+    ForkOp,
     NewSessionOp,
     Op,
     PromptOp,
+    QueueItem,
+    QueuePromptOp,
+    RemoveQueuedOp,
+    ResumeQueueOp,
+    RewindOp,
     SessionActivityChanged,
     SessionSnapshot,
     SetConfigOptionOp,
@@ -54,6 +63,7 @@ from core.protocol import (
     SetSandboxOp,
 )
 from core.providers import ProviderRegistry
+from core.queue import FollowUpQueue, QueueView
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.session_options import SessionOptions
@@ -77,6 +87,9 @@ Outcome = (
     | ModelResult
     | ModeResult
     | ConfigResult
+    | RewindResult
+    | QueueItem
+    | QueueView
 )
 
 
@@ -103,12 +116,25 @@ class Engine:
         self.live = LiveAgents(
             store,
             self.providers,
-            feed=lambda live: AgentFeed(live, store, self.usage),
+            feed=lambda live: AgentFeed(live, store, self.usage, on_park=self.queue.parked),
             agent_factory=agent_factory,
             max_live_agents=max_live_agents,
         )
+        # issue 14: per-turn checkpoints, forks and the follow-up queue (which starts its
+        # items as turns: late-bound like the ledger's cancel).
+        self.checkpoints = CheckpointService(self.live, store, home / "checkpoints")
+        self.forks = ForkService(self.live, store, self.checkpoints, home / "worktrees")
+        self.queue = FollowUpQueue(self.live, store, lambda op: self.turns.prompt(op))
         self.turns = TurnRunner(
-            self.live, store, reporter, self.usage, self.providers, self.compiler
+            self.live,
+            store,
+            reporter,
+            self.usage,
+            self.providers,
+            self.compiler,
+            checkpoints=self.checkpoints,
+            primer=self.forks,
+            after_turn=self.queue.turn_ended,
         )
         self.lifecycle = SessionLifecycle(
             self.live,
@@ -117,6 +143,8 @@ class Engine:
             self.providers,
             worktrees=home / "worktrees",
             stop_turn=self.turns.stop,
+            checkpoints=self.checkpoints,
+            queue=self.queue,
         )
         self.options = SessionOptions(self.live, store, reporter)
 
@@ -137,10 +165,12 @@ class Engine:
         recovered = await self.store.write(recover)
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
+        await self.queue.interrupted()  # issue 14: queues wait for a client after a restart
 
     async def shutdown(self) -> None:
         """End turns (terminal error, never turn_ended), then close every agent."""
         await self.turns.shutdown()
+        await self.queue.close()
         await self.live.shutdown()
 
     async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Outcome:
@@ -168,6 +198,18 @@ class Engine:
                 return await self.options.set_mode(op)
             case SetConfigOptionOp():
                 return await self.options.set_config_option(op)
+            case RewindOp():  # issue 14
+                return await self.checkpoints.rewind(op)
+            case ForkOp():
+                return await self.forks.fork(op)
+            case QueuePromptOp():
+                return await self.queue.append(op)
+            case EditQueuedOp():
+                return await self.queue.edit(op)
+            case RemoveQueuedOp():
+                return await self.queue.remove(op)
+            case ResumeQueueOp():
+                return await self.queue.resume(op)
             case _:  # pragma: no cover - the union is closed
                 assert_never(op)
 

@@ -10,7 +10,10 @@ each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. Th
     ├── settings:    OperationFailedError, UnknownModelError, UnknownModeError
     ├── agents:      UnknownProviderError, ProviderUnavailableError, AgentAuthRequiredError,
     │                InvalidMcpServerError, McpUnsupportedError
-    ├── worktrees:   WorktreeError ← BaselineChangedError, WorktreeUnavailableError
+    ├── worktrees:   WorktreeError ← BaselineChangedError, WorktreeUnavailableError,
+    │                CheckpointGitError
+    ├── checkpoints: NoCheckpointsError, NoSuchTurnError, NoSuchCheckpointError,
+    │                OutsideChangesError, ForceRequiredError, QueueItemNotFoundError
     ├── reads:       TranscriptCursorError, InvalidUsageQueryError
     ├── store:       StoreUnavailableError, RequestIdReusedError
     └── devices:     UnauthorizedError, InvalidPairingTokenError, InvalidTicketError,
@@ -179,6 +182,48 @@ class BaselineChangedError(WorktreeError):
 
 class WorktreeUnavailableError(WorktreeError):
     """A session's checkout is gone, replaced, or no longer a worktree on its branch."""
+
+
+class CheckpointGitError(WorktreeError):
+    """A git command behind a checkpoint, diff or rewind failed."""
+
+    code = "checkpoint_failed"
+    title = "Checkpoint operation failed"
+
+
+# -- checkpoints, forks and the follow-up queue (issue 14) -------------------------------------
+
+
+class NoCheckpointsError(DomainError):
+    code = "no_checkpoints"
+    title = "The session has no checkpoints"
+
+
+class NoSuchTurnError(DomainError):
+    code = "no_such_turn"
+    title = "No such turn"
+
+
+class NoSuchCheckpointError(DomainError):
+    code = "no_such_checkpoint"
+    title = "No such checkpoint"
+
+
+class OutsideChangesError(DomainError):
+    """The tree changed outside any turn since c2 last recorded it; `paths` lists them."""
+
+    code = "outside_changes"
+    title = "The working tree has changes made outside any turn"
+
+
+class ForceRequiredError(DomainError):
+    code = "force_required"
+    title = "Rewinding this folder needs force"
+
+
+class QueueItemNotFoundError(DomainError):
+    code = "no_such_queue_item"
+    title = "No such queued prompt"
 
 
 # -- reads -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.acp_sessions import adopt, agent_failure, open_new
 from core.agents.updates import AgentError
+from core.checkpoints import CheckpointService
 from core.errors import (
     DomainError,
     InvalidCwdError,
@@ -35,6 +36,7 @@ from core.protocol import (
     provider_key,
 )
 from core.providers import ProviderRegistry
+from core.queue import FollowUpQueue
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork
@@ -61,6 +63,8 @@ class SessionLifecycle:
         *,
         worktrees: Path,
         stop_turn: Callable[[LiveSession], Awaitable[None]],
+        checkpoints: CheckpointService,
+        queue: FollowUpQueue,
     ) -> None:
         self._live = live
         self._store = store
@@ -68,6 +72,8 @@ class SessionLifecycle:
         self._providers = providers
         self._worktrees = worktrees
         self._stop_turn = stop_turn
+        self._checkpoints = checkpoints  # issue 14: they go with the session / worktree
+        self._queue = queue
 
     async def new_session(self, op: NewSessionOp, device_id: str | None = None) -> SessionSnapshot:
         rid = op.request_id
@@ -173,6 +179,8 @@ class SessionLifecycle:
 
             await self._store.write(archive)
         self._live.drop(session_id)
+        await self._checkpoints.forget(record)  # issue 14: checkpoints go with it
+        await self._queue.forget(session_id)
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
         live = await self._live.load(session_id)
@@ -188,6 +196,7 @@ class SessionLifecycle:
                     "this session has no worktree to discard", session=session_id
                 )
             await self._live.close(live)  # its cwd is about to disappear
+            await self._checkpoints.forget(live.record)  # issue 14
             result = await discard_worktree_async(identity)
             record = live.record.evolve(worktree_discarded=True)
             await self._store.write(

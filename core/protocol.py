@@ -143,6 +143,7 @@ class SessionRefBlock(BaseModel):
 
 DocBlock = Annotated[TextBlock | SkillBlock | SessionRefBlock, Field(discriminator="type")]
 Doc: TypeAlias = list[DocBlock]
+PROTOCOL_DOC: TypeAdapter[Doc] = TypeAdapter(Doc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +244,61 @@ class SetConfigOptionOp(_Op):
     value: str = Field(max_length=4096)
 
 
+class ForkOp(_Op):
+    """Start a new session from this one's turns up to `at_turn` (omitted: the last finished
+    one), in a worktree of its own (`use_worktree`, omitted: as the parent) (issue 14)."""
+
+    op: Literal["fork"] = "fork"
+    session: SessionId
+    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    use_worktree: bool | None = Field(default=None, strict=True)
+    request_id: RequestId | None = None
+
+
+class QueuePromptOp(_Op):
+    """Append a prompt to the session's follow-up queue (issue 14 part 3)."""
+
+    op: Literal["queue_prompt"] = "queue_prompt"
+    session: SessionId
+    doc: Doc = Field(max_length=256)
+    request_id: RequestId | None = None
+
+
+class EditQueuedOp(_Op):
+    """Replace the doc of a queued prompt that has not started."""
+
+    op: Literal["edit_queued"] = "edit_queued"
+    session: SessionId
+    item: str = Field(min_length=1, max_length=64)
+    doc: Doc = Field(max_length=256)
+    request_id: RequestId | None = None
+
+
+class RemoveQueuedOp(_Op):
+    op: Literal["remove_queued"] = "remove_queued"
+    session: SessionId
+    item: str = Field(min_length=1, max_length=64)
+    request_id: RequestId | None = None
+
+
+class ResumeQueueOp(_Op):
+    op: Literal["resume_queue"] = "resume_queue"
+    session: SessionId
+    request_id: RequestId | None = None
+
+
+class RewindOp(_Op):
+    """Restore a session's working tree to the state after turn `to_turn` (0: its baseline)
+    or to any of its checkpoints `to_checkpoint` (issue 14); exactly one of the two."""
+
+    op: Literal["rewind"] = "rewind"
+    session: SessionId
+    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    force: bool = Field(default=False, strict=True)
+    request_id: RequestId | None = None
+
+
 Op = Annotated[
     NewSessionOp
     | PromptOp
@@ -253,7 +309,13 @@ Op = Annotated[
     | SetSandboxOp
     | SetModelOp
     | SetModeOp
-    | SetConfigOptionOp,
+    | SetConfigOptionOp
+    | RewindOp
+    | ForkOp
+    | QueuePromptOp
+    | EditQueuedOp
+    | RemoveQueuedOp
+    | ResumeQueueOp,
     Field(discriminator="op"),
 ]
 OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
@@ -390,8 +452,33 @@ class PermissionPart(BaseModel):
     answered_by: AnsweredBy | None = None
 
 
+class CheckpointPart(BaseModel):
+    """The working tree as a turn left it (issue 14): git tree id `checkpoint` of turn `turn`."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    turn: int
+    checkpoint: str
+
+
+class RewindPart(BaseModel):
+    """The working tree was rewound to the state after `to_turn` (null: to a checkpoint that
+    ends no turn); `pre_rewind_checkpoint` restores what it replaced."""
+
+    kind: Literal["rewind"] = "rewind"
+    to_turn: int | None = None
+    checkpoint: str
+    pre_rewind_checkpoint: str
+
+
 Part = Annotated[
-    PromptPart | TextPart | ReasoningPart | ToolCallPart | PlanPart | PermissionPart,
+    PromptPart
+    | TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | PlanPart
+    | PermissionPart
+    | CheckpointPart
+    | RewindPart,
     Field(discriminator="kind"),
 ]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
@@ -404,6 +491,8 @@ def part_wire(part: Part) -> dict[str, Any]:
     if isinstance(part, PermissionPart):
         wire.setdefault("option_id", None)
         wire.setdefault("answered_by", None)
+    if isinstance(part, RewindPart):
+        wire.setdefault("to_turn", None)
     return wire
 
 
@@ -484,6 +573,14 @@ class ContextWindow(BaseModel):
     context_window: int
 
 
+class ForkedFrom(BaseModel):
+    """Lineage of a forked session: the parent session and the turn it was forked at."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    session: str
+    turn: int
+
+
 class SessionSnapshot(BaseModel):
     """The session snapshot of API.md §5; optional fields are present as null."""
 
@@ -502,6 +599,7 @@ class SessionSnapshot(BaseModel):
     config_options: list[ConfigOption]
     mcp_servers: list[McpServerSummary] = Field(default_factory=list)
     context_window: ContextWindow | None
+    forked_from: ForkedFrom | None = None
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -575,6 +673,9 @@ class TurnStarted(_Event):
     session: str
     request_id: str | None = None
     transcript_seq: int | None = None
+    turn: int | None = None  # numbered from 1 in start order (issue 14)
+    # A forked session's first turn, when its agent got the parent's turns as a primer.
+    primed_from: ForkedFrom | None = None
 
 
 class AgentText(_Event):
@@ -737,6 +838,51 @@ class TurnEnded(_Event):
     event: Literal["turn_ended"] = "turn_ended"
     session: str
     stop_reason: StopReason
+    turn: int | None = None
+    # The working tree as the turn left it: a 40-hex git tree id (issue 14); absent when the
+    # session's folder is not a git checkout or the checkpoint could not be taken.
+    checkpoint: str | None = None
+
+
+class QueueItem(BaseModel):
+    """A prompt waiting in a session's follow-up queue; `position` counts from 0 (the next)."""
+
+    id: str
+    doc: Doc
+    request_id: str | None
+    position: int
+
+
+class QueueChanged(_Event):
+    """The session's follow-up queue now holds `items` (in order)."""
+
+    event: Literal["queue_changed"] = "queue_changed"
+    session: str
+    items: list[QueueItem]
+
+    def encode(self) -> str:
+        return self.model_dump_json()  # an item's request_id is present as null
+
+
+class QueuePaused(_Event):
+    """The queue stopped starting items until a client resumes it."""
+
+    event: Literal["queue_paused"] = "queue_paused"
+    session: str
+    reason: Literal["cancelled", "failed", "permission", "interrupted"]
+
+
+class SessionRewound(_Event):
+    """The session's working tree was restored to `checkpoint` (the state after `to_turn`;
+    null when it ends no turn); `pre_rewind_checkpoint` holds what was replaced (issue 14)."""
+
+    event: Literal["session_rewound"] = "session_rewound"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"to_turn", "request_id"})
+    session: str
+    to_turn: int | None
+    checkpoint: str
+    pre_rewind_checkpoint: str
+    request_id: str | None = None
 
 
 class ErrorEvent(_Event):
@@ -786,6 +932,9 @@ Event = Annotated[
     | ConfigOptions
     | ExecutionPolicyChanged
     | TurnEnded
+    | SessionRewound
+    | QueueChanged
+    | QueuePaused
     | ErrorEvent
     | WebhookDisabled,
     Field(discriminator="event"),

@@ -16,6 +16,7 @@ from core.protocol import (
     ConfigOption,
     ContextWindow,
     ExecutionPolicy,
+    ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
@@ -58,6 +59,10 @@ class SessionRecord:
     # With secrets (env values, headers): sent to the agent and stored for revival only.
     mcp_servers: tuple[McpServer, ...] = ()
     context_window: ContextWindow | None = None
+    # A fork's parent and turn (issue 14); `prime` while its agent still needs the parent's
+    # turns prepended to the first prompt (no ACP session/fork was available).
+    forked_from: ForkedFrom | None = None
+    prime: bool = False
     archived: bool = False
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
@@ -93,6 +98,7 @@ class SessionRecord:
             config_options=self.config_options,
             mcp_servers=[server.summary() for server in self.mcp_servers],
             context_window=self.context_window,
+            forked_from=self.forked_from,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )

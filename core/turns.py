@@ -13,11 +13,13 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Literal
 
 from core.acp_sessions import agent_failure, attach
 from core.activity import INTERRUPTED, LiveTurn, is_busy
 from core.agents.updates import AgentError
+from core.checkpoints import CheckpointService
 from core.commits import commit_activity, record_resolution
 from core.errors import (
     DomainError,
@@ -27,6 +29,7 @@ from core.errors import (
     TurnAlreadyRunningError,
     TurnFailedError,
 )
+from core.forks import ForkService
 from core.live import LiveSession, SessionFeed
 from core.live_agents import LiveAgents
 from core.outcomes import AnswerResult, CancelResult, PromptAccepted
@@ -43,6 +46,7 @@ from core.protocol import (
     PromptOp,
     PromptPart,
     RunningState,
+    RunState,
     SessionTitleChanged,
     StopReason,
     TurnEnded,
@@ -83,6 +87,10 @@ class TurnRunner:
         usage: UsageLedger,
         providers: ProviderRegistry,
         compiler: PromptCompiler,
+        *,
+        checkpoints: CheckpointService,
+        primer: ForkService,
+        after_turn: Callable[[LiveSession, LiveTurn, RunState, Event], None],
     ) -> None:
         self._live = live
         self._store = store
@@ -91,6 +99,10 @@ class TurnRunner:
         self._providers = providers
         self._compiler = compiler
         self._tasks = Supervisor("turn")
+        # issue 14: per-turn checkpoints, the primer of a fork, the follow-up queue
+        self._checkpoints = checkpoints
+        self._primer = primer
+        self._after_turn = after_turn
         self._escalations: set[str] = set()  # turn ids with a cancel deadline running
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
@@ -156,6 +168,7 @@ class TurnRunner:
         seq_box: list[int] = []
 
         def append_prompt(uow: UnitOfWork) -> None:
+            turn.number = uow.parts.count_user_rows(live.id) + 1  # issue 14: from 1
             seq_box[:] = [uow.parts.append(live.id, "user", prompt_part)]
             if title is not None:
                 uow.sessions.update(titled, ("title",))
@@ -166,7 +179,13 @@ class TurnRunner:
 
         def started(uow: UnitOfWork) -> None:
             uow.emit(
-                TurnStarted(session=live.id, request_id=turn.request_id, transcript_seq=seq_box[0])
+                TurnStarted(
+                    session=live.id,
+                    request_id=turn.request_id,
+                    transcript_seq=seq_box[0],
+                    turn=turn.number,
+                    primed_from=self._primer.primed_from(live.record),  # issue 14
+                )
             )
 
         await commit_activity(
@@ -186,6 +205,7 @@ class TurnRunner:
         handler.take_lost_writes()  # a loss between turns is not this turn's
         rid = turn.request_id
         try:
+            await self._checkpoints.turn_started(live, turn.number)  # issue 14
             agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
                 restarting = live.needs_acp_restart
@@ -198,6 +218,7 @@ class TurnRunner:
                         )
                     )
             text = await self._compile_for_turn(live, doc, rid)
+            text = await self._primer.prime(live, text)  # issue 14: a primed fork
             acp_session = await attach(live, agent, rid, self._store, self._reporter)
             if turn.cancel_requested:
                 # Cancelled while the agent was starting: there was no ACP session to tell.
@@ -284,18 +305,21 @@ class TurnRunner:
             resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
             live.turn = None
             try:
+                # issue 14: the tree as the turn left it, on turn_ended and in the transcript
+                checkpoint = await self._checkpoints.turn_ended(live, turn.number)
                 ended = self._usage.close_turn(turn.turn_id)  # the ledger's end time
                 await commit_activity(
                     self._store,
                     live,
                     state,
-                    extra=(closing,),
-                    before=resolved,
+                    extra=(checkpoint.stamp(closing),),
+                    before=resolved + checkpoint.steps,
                     after=(ended,),
                 )
             except Exception:
                 log.exception("could not persist the end of a turn for %s", live.id)
         live.touch()
+        self._after_turn(live, turn, state, closing)  # issue 14: the next queued prompt
 
     async def _compile_for_turn(self, live: LiveSession, doc: Doc, rid: str | None) -> str:
         preview = await self._compiler.compile(live.record.cwd, doc)

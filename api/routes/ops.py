@@ -18,16 +18,20 @@ from api.schemas import (
     AnswerBody,
     ConfigValueBody,
     CorrelatedBody,
+    ForkBody,
     ModeBody,
     ModelBody,
     NewSessionBody,
     PermissionModeBody,
     PolicyBody,
     PromptBody,
+    QueueBody,
+    RewindBody,
     SandboxBody,
     WireOp,
 )
 from api.scopes import PER_OP, needs
+from core.checkpoints import RewindResult
 from core.outcomes import (
     AnswerResult,
     CancelResult,
@@ -40,8 +44,15 @@ from core.outcomes import (
 from core.protocol import (
     AnswerPermissionOp,
     CancelOp,
+    EditQueuedOp,
+    ForkOp,
     PromptOp,
+    QueueItem,
+    QueuePromptOp,
+    RemoveQueuedOp,
     RequestId,
+    ResumeQueueOp,
+    RewindOp,
     SessionSnapshot,
     SetConfigOptionOp,
     SetExecutionPolicyOp,
@@ -50,10 +61,12 @@ from core.protocol import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
+from core.queue import QueueView
 from core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["ops"])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
+ItemPath = Annotated[str, Path(min_length=1, max_length=64, description="Queued prompt id")]
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
 
 
@@ -62,8 +75,8 @@ def _ok(model: type[Any], status: int = 200) -> Responses:
 
 
 _ANY_OUTCOME: Responses = {
-    200: {"description": "Outcome of answer_permission / set_* ops"},
-    201: {"model": SessionSnapshot, "description": "new_session: the session snapshot"},
+    200: {"description": "Outcome of answer_permission / set_* / rewind / queue edits"},
+    201: {"description": "new_session / fork: the session snapshot; queue_prompt: the item"},
     202: {"description": "prompt / cancel accepted"},
 }
 
@@ -223,3 +236,111 @@ async def set_config_option(
     """Set an agent-reported session config option."""
     op = SetConfigOptionOp(session=session_id, config_id=config_id, value=body.value)
     return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+# -- issue 14: rewind, fork, the follow-up queue --------------------------------------------------
+
+
+@router.post(
+    "/sessions/{session_id}/rewind",
+    responses=_ok(RewindResult),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def rewind(
+    session_id: SessionPath, body: RewindBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Restore the working tree to the state after a turn, or to any session checkpoint."""
+    op = RewindOp(
+        session=session_id,
+        to_turn=body.to_turn,
+        to_checkpoint=body.to_checkpoint,
+        force=body.force,
+        request_id=body.request_id,
+    )
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.post(
+    "/sessions/{session_id}/fork",
+    status_code=201,
+    responses=_ok(SessionSnapshot, 201),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def fork_session(
+    session_id: SessionPath, body: ForkBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """A new session continuing this one from a turn; 201 with the child's snapshot."""
+    op = ForkOp(
+        session=session_id,
+        at_turn=body.at_turn,
+        use_worktree=body.use_worktree,
+        request_id=body.request_id,
+    )
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.post(
+    "/sessions/{session_id}/queue",
+    status_code=201,
+    responses=_ok(QueueItem, 201),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def queue_prompt(
+    session_id: SessionPath, body: QueueBody, device: DeviceDep, services: ServicesDep
+) -> Response:
+    """Append a prompt to the queue; it starts at once when the session is idle and the
+    queue is not paused, else after the turns before it end with `end_turn`."""
+    op = QueuePromptOp(session=session_id, doc=body.doc, request_id=body.request_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.patch(
+    "/sessions/{session_id}/queue/{item}",
+    responses=_ok(QueueItem),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def edit_queued(
+    session_id: SessionPath,
+    item: ItemPath,
+    body: QueueBody,
+    device: DeviceDep,
+    services: ServicesDep,
+) -> Response:
+    """Replace a waiting prompt's doc (its id and request_id are kept)."""
+    op = EditQueuedOp(session=session_id, item=item, doc=body.doc, request_id=body.request_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+
+
+@router.delete(
+    "/sessions/{session_id}/queue/{item}",
+    responses=_ok(QueueView),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def remove_queued(
+    session_id: SessionPath,
+    item: ItemPath,
+    device: DeviceDep,
+    services: ServicesDep,
+    body: Annotated[CorrelatedBody | None, Body()] = None,
+) -> Response:
+    """Remove a waiting prompt; answers the queue as it now is."""
+    request_id = body.request_id if body else None
+    op = RemoveQueuedOp(session=session_id, item=item, request_id=request_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+
+
+@router.post(
+    "/sessions/{session_id}/queue/resume",
+    responses=_ok(QueueView),
+    openapi_extra=needs(Scope.OPERATE),
+)
+async def resume_queue(
+    session_id: SessionPath,
+    device: DeviceDep,
+    services: ServicesDep,
+    body: Annotated[CorrelatedBody | None, Body()] = None,
+) -> Response:
+    """Unpause the queue; its next prompt starts when the session is idle."""
+    request_id = body.request_id if body else None
+    op = ResumeQueueOp(session=session_id, request_id=request_id)
+    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)

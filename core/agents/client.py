@@ -98,6 +98,7 @@ class AgentProcess:
         self.supports_load_session = False
         self.supports_resume = False
         self.supports_close_session = False
+        self.supports_fork = False
         self.mcp_http = False
         self.mcp_sse = False
         self.auth_methods: tuple[AuthMethodInfo, ...] = ()
@@ -167,6 +168,7 @@ class AgentProcess:
         session_caps = session_caps if isinstance(session_caps, dict) else {}
         self.supports_resume = isinstance(session_caps.get("resume"), dict)
         self.supports_close_session = isinstance(session_caps.get("close"), dict)
+        self.supports_fork = isinstance(session_caps.get("fork"), dict)  # unstable in ACP
         mcp = caps.get("mcpCapabilities")
         mcp = mcp if isinstance(mcp, dict) else {}
         self.mcp_http, self.mcp_sse = mcp.get("http") is True, mcp.get("sse") is True
@@ -205,6 +207,19 @@ class AgentProcess:
         result = await self._request("session/resume", params, step="session/resume")
         self._translator.start_message()
         return session_info(acp_session_id, result)
+
+    async def fork_session(
+        self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
+        """`session/fork` (advertised by `sessionCapabilities.fork`): a new ACP session that
+        continues from `acp_session_id`'s conversation, working in `cwd`."""
+        params = {"sessionId": acp_session_id, "cwd": cwd, "mcpServers": mcp_servers or []}
+        result = await self._request("session/fork", params, step="session/fork")
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise AgentError("session/fork failed: the agent returned no sessionId")
+        self._translator.start_message()
+        return session_info(session_id, result)
 
     async def set_mode(self, acp_session_id: str, mode_id: str) -> None:
         """`session/set_mode`."""

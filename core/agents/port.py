@@ -47,6 +47,7 @@ class Agent(Protocol):
     pid: int
     supports_load_session: bool
     supports_resume: bool
+    supports_fork: bool  # `sessionCapabilities.fork` (unstable in ACP)
     mcp_http: bool
     mcp_sse: bool
     auth_methods: tuple[AuthMethodInfo, ...]
@@ -69,6 +70,12 @@ class Agent(Protocol):
         self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
     ) -> AcpSessionInfo:
         """`session/resume` (advertised by `supports_resume`)."""
+
+    async def fork_session(
+        self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
+        """`session/fork` (advertised by `supports_fork`): a new ACP session continuing
+        `acp_session_id`'s conversation, working in `cwd`."""
 
     async def prompt(self, acp_session_id: str, text: str) -> StopReason:
         """Run one turn; returns after every update that preceded the answer was delivered."""

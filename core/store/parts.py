@@ -75,6 +75,15 @@ class PartRepository:
         top = self._conn.execute(_MAX_SEQ, {"sid": session_id}).scalar()
         return None if top is None else int(top)
 
+    def count_user_rows(self, session_id: str) -> int:
+        """How many user rows (prompts, one per turn) the session has: turns are numbered by it."""
+        count = self._conn.execute(
+            select(func.count())
+            .select_from(_PARTS)
+            .where(_PARTS.c.session_id == session_id, _PARTS.c.role == "user")
+        ).scalar()
+        return int(count or 0)
+
     def min_seq(self, session_id: str) -> int | None:
         low = self._conn.execute(
             select(func.min(_PARTS.c.seq)).where(_PARTS.c.session_id == session_id)

@@ -19,6 +19,7 @@ from core.protocol import (
     ContextWindow,
     ExecutionPolicy,
     FailedState,
+    ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
@@ -46,6 +47,8 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "modes": ("modes_json",),
     "archived": ("archived",),
     "worktree_discarded": ("worktree_discarded",),
+    "forked_from": ("lineage_json",),
+    "prime": ("lineage_json",),
 }
 
 
@@ -92,14 +95,24 @@ def _to_row(rec: SessionRecord) -> dict[str, Any]:
         "mcp_servers_json": (
             json.dumps(dump_mcp_servers(rec.mcp_servers)) if rec.mcp_servers else None
         ),
+        "lineage_json": _lineage(rec),
         "archived": rec.archived,
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
     }
 
 
+def _lineage(rec: SessionRecord) -> str | None:
+    if rec.forked_from is None:
+        return None
+    return json.dumps({**rec.forked_from.model_dump(mode="json"), "prime": rec.prime})
+
+
 def _from_row(row: Any) -> SessionRecord:
+    lineage = json.loads(row.lineage_json) if row.lineage_json else None
     return SessionRecord(
+        forked_from=ForkedFrom.model_validate(lineage) if lineage else None,
+        prime=bool(lineage and lineage.get("prime")),
         id=row.id,
         provider=row.provider,
         title=row.title,

@@ -38,6 +38,8 @@ class SessionRow(SQLModel, table=True):
     modes_json: str | None = Field(default=None, sa_column=Column(Text))
     # ACP wire form including env values and headers: read back only to revive the agent.
     mcp_servers_json: str | None = Field(default=None, sa_column=Column(Text))
+    # {"session","turn","prime"} of a forked session (issue 14).
+    lineage_json: str | None = Field(default=None, sa_column=Column(Text))
     archived: bool = Field(default=False)
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))

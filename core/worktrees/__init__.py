@@ -29,6 +29,7 @@ from core.worktrees.checkouts import (
     DiscardResult,
     branch_for,
     create_worktree,
+    create_worktree_at,
     discard_worktree,
     validate_worktree,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "branch_for",
     "create_worktree",
     "create_worktree_async",
+    "create_worktree_at_async",
     "discard_worktree",
     "discard_worktree_async",
     "preview_baselines",
@@ -112,6 +114,14 @@ async def create_worktree_async(
 ) -> CreatedWorktree:
     """create_worktree in a worker thread, serialised per repository."""
     call = partial(create_worktree, source_cwd, session_id, base, expected_sha, root)
+    return await _exclusive(await _lock_key(source_cwd), call, undo=discard_worktree)
+
+
+async def create_worktree_at_async(
+    source_cwd: str, session_id: str, baseline: WorktreeBaseline, root: Path
+) -> CreatedWorktree:
+    """create_worktree_at in a worker thread, serialised per repository."""
+    call = partial(create_worktree_at, source_cwd, session_id, baseline, root)
     return await _exclusive(await _lock_key(source_cwd), call, undo=discard_worktree)
 
 

@@ -74,6 +74,18 @@ def create_worktree(
         raise WorktreeError(_CREATE + str(exc)) from None
 
 
+def create_worktree_at(
+    source_cwd: str, session_id: str, baseline: WorktreeBaseline, root: Path
+) -> CreatedWorktree:
+    """Check out a fresh worktree of `source_cwd`'s repository under `root` at an already
+    resolved `baseline` (a fork starts where its parent started)."""
+    try:
+        with open_checkout(source_cwd) as (repo, source):
+            return _add_worktree(repo, source, session_id, baseline, resolve_dir(root))
+    except NotACheckoutError as exc:
+        raise WorktreeError(_CREATE + str(exc)) from None
+
+
 def _fresh_baseline(repo: git.Repo, base: WorktreeBase, expected: str | None) -> WorktreeBaseline:
     try:
         baseline = resolve_in_repo(repo, base)

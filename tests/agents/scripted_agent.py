@@ -7,7 +7,9 @@ Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives
 /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
 /config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
-/stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
+/stderr-fail text (text on stderr, then an internal error), /write path text,
+/delete path, /rename src dst, /binary path N, /bigfile path KiB (file changes in the cwd).
+Env: SCRIPTED_AGENT_LOAD=0|1,
 SCRIPTED_AGENT_LOG=path (JSON line per inbound message), SCRIPTED_AGENT_SPAWN_CHILD=1 (a
 sleeping grandchild holding stdout; pid in the log),
 SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
@@ -16,7 +18,8 @@ SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (a
 session/resume and session/close), SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities),
 SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as a config option, like OpenCode),
 SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers "authentication required"),
-SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new).
+SCRIPTED_AGENT_EXIT_ON_NEW=text (text on stderr, exit on session/new), SCRIPTED_AGENT_FORK=1
+(advertises `sessionCapabilities.fork`; session/fork copies a persisted session's history).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +133,8 @@ class ScriptedAgent(DemoAgent):
             caps["sessionCapabilities"] = {"resume": {}, "close": {}}
         elif os.environ.get("SCRIPTED_AGENT_SESSION_CLOSE") == "1":
             caps["sessionCapabilities"] = {"close": {}}
+        if os.environ.get("SCRIPTED_AGENT_FORK") == "1":
+            caps.setdefault("sessionCapabilities", {})["fork"] = {}
         return {
             "protocolVersion": 1,
             "agentCapabilities": caps,
@@ -158,6 +164,21 @@ class ScriptedAgent(DemoAgent):
             raise RequestError(-32002, f"session not found: {session_id}")
         session.cwd = cwd
         return self.session_state(session)
+
+    async def fork_session(self, cwd: str, session_id: str, **_: Any) -> dict[str, Any]:
+        """`session/fork` (SCRIPTED_AGENT_FORK=1): a new session with a copy of the history of
+        `session_id` (persisted: DEMO_AGENT_STATE_DIR), working in `cwd`."""
+        if os.environ.get("SCRIPTED_AGENT_FORK") != "1":
+            raise RequestError.method_not_found("session/fork")
+        parent = self.sessions.get(session_id) or self.restore(session_id)
+        if parent is None:
+            raise RequestError(-32002, f"session not found: {session_id}")
+        child = DemoSession(id=uuid.uuid4().hex, cwd=cwd, history=list(parent.history))
+        self.sessions[child.id] = child
+        self.save(child)
+        entry = {"event": "fork", "from": session_id, "sessionId": child.id, "cwd": cwd}
+        self.log({**entry, "history": len(child.history)})
+        return {"sessionId": child.id, **self.session_state(child)}
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         self.sessions.pop(session_id, None)
@@ -345,6 +366,36 @@ class ScriptedAgent(DemoAgent):
             if written % 16 == 0:
                 self.log({"event": "flood", "agent_pid": os.getpid(), "written": written})
         return "cancelled"
+
+    # File changes in the session's cwd (paths relative to it), for checkpoint tests.
+
+    def _file(self, turn: Turn, name: str) -> Path:
+        return Path(turn.session.cwd) / name
+
+    async def do_write(self, turn: Turn, arg: str) -> None:
+        """`/write path text`: write `text` (`\\n` becomes a newline) to `path`."""
+        name, _, text = arg.partition(" ")
+        target = self._file(turn, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text.replace("\\n", "\n"), encoding="utf-8")
+
+    async def do_delete(self, turn: Turn, arg: str) -> None:
+        self._file(turn, arg).unlink()
+
+    async def do_rename(self, turn: Turn, arg: str) -> None:
+        source, _, target = arg.partition(" ")
+        self._file(turn, source).rename(self._file(turn, target))
+
+    async def do_binary(self, turn: Turn, arg: str) -> None:
+        """`/binary path N`: N bytes of a fixed binary pattern (NULs included)."""
+        name, _, size = arg.partition(" ")
+        self._file(turn, name).write_bytes(bytes(i % 256 for i in range(int(size))))
+
+    async def do_bigfile(self, turn: Turn, arg: str) -> None:
+        """`/bigfile path KiB`: a text file of that many KiB of numbered lines."""
+        name, _, kib = arg.partition(" ")
+        lines = (f"line {i:08d} of a big file\n" for i in range(int(kib) * 1024 // 32 + 1))
+        self._file(turn, name).write_text("".join(lines), encoding="utf-8")
 
     async def do_pid(self, turn: Turn, arg: str) -> None:
         self.log({"event": "pid", "agent_pid": os.getpid()})

@@ -52,7 +52,11 @@ def test_openapi_declares_headers_outcomes_and_timestamps(tmp_path: Path):
         for m in ops["202"]["content"]["application/json"]["schema"]["anyOf"]
     }
     assert accepted == {"PromptAccepted", "CancelResult"}
-    assert ops["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/SessionSnapshot")
+    created = {  # new_session and fork answer a snapshot, queue_prompt the queued item
+        m["$ref"].rsplit("/", 1)[-1]
+        for m in ops["201"]["content"]["application/json"]["schema"]["anyOf"]
+    }
+    assert created == {"SessionSnapshot", "QueueItem"}
     assert "AnswerResult" in json.dumps(ops["200"])
     assert "415" in paths["/v1/sessions/{session_id}/prompt"]["post"]["responses"]
     snapshot = schemas["SessionSnapshot"]["properties"]

@@ -20,6 +20,7 @@ from api.openapi import document
 from core.protocol import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
+from tests.gitrepos import git
 from tests.notify.receivers import Receiver
 
 MODES_PROVIDER = f"""
@@ -62,6 +63,7 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     fresh_c2.start()
     work = tmp_path / "project"
     work.mkdir()
+    git(work, "init", "--quiet")  # a git folder: turns carry checkpoints, rewind works
     client = Client(fresh_c2)
     frames: list[dict[str, Any]] = []
     receiver = Receiver()
@@ -83,6 +85,10 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             request = await stream.until_event("permission_request")
             await client.answer(sid, request["request_id"], "allow")
             await stream.until_event("turn_ended")
+            rewind = {"to_turn": 1, "force": True, "request_id": "rw-schema"}
+            resp = await client.http.post(f"/v1/sessions/{sid}/rewind", json=rewind)
+            assert resp.status_code == 200, resp.text
+            await stream.until_event("session_rewound")
             # A budget already exceeded when it is set is announced at once.
             budget = {"max_cost": 0, "action": "warn"}
             resp = await client.http.put(f"/v1/sessions/{sid}/budget", json=budget)
@@ -91,8 +97,12 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             policy = {"mode": "yolo", "sandbox": "workspace_write"}
             resp = await client.http.put(f"/v1/sessions/{sid}/execution-policy", json=policy)
             assert resp.status_code == 200, resp.text
-            await client.prompt(sid, "/fail kaboom")
+            # Queued, it starts at once (queue_changed) and its failure pauses the queue.
+            queued = {"doc": [{"type": "text", "text": "/fail kaboom"}]}
+            resp = await client.http.post(f"/v1/sessions/{sid}/queue", json=queued)
+            assert resp.status_code == 201, resp.text
             await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
+            await stream.until_event("queue_paused")
             # An agent with session modes (Claude Code's) reports them: the `modes` event.
             await client.new_session(work, provider={"custom": "modes"})
             await stream.until_event("modes")

@@ -41,6 +41,7 @@ async def test_prompt_emits_events_in_protocol_order(client: Client, workdir: Pa
         "session": sid,
         "request_id": "p-1",
         "transcript_seq": 0,
+        "turn": 1,
     }
     assert names[-2:] == ["session_activity_changed", "turn_ended"]
     assert events[-2]["activity"] == {"revision": 2, "state": {"kind": "idle"}}

@@ -60,6 +60,7 @@ class FakeAgent:
     config_options: list[ConfigOption] = field(default_factory=list)
     supports_load_session: bool = False
     supports_resume: bool = False
+    supports_fork: bool = False
     mcp_http: bool = False
     mcp_sse: bool = False
     auth_methods: tuple[AuthMethodInfo, ...] = ()
@@ -121,6 +122,13 @@ class FakeAgent:
     ) -> AcpSessionInfo:
         self.calls.append(("resume_session", acp_session_id))
         return self._info(acp_session_id)
+
+    async def fork_session(
+        self, acp_session_id: str, cwd: str, mcp_servers: list[dict[str, Any]] | None = None
+    ) -> AcpSessionInfo:
+        self._sessions += 1
+        self.calls.append(("fork_session", acp_session_id, cwd))
+        return self._info(f"acp-{self.pid}-{self._sessions}")
 
     async def prompt(self, acp_session_id: str, text: str) -> StopReason:
         self.calls.append(("prompt", acp_session_id, text))
