@@ -1,8 +1,8 @@
 # c2 developer entry points. `make serve` runs the server, `make test` runs every check.
-# Both create .venv (python3.11) and install the project on first use; the install re-runs
-# only when pyproject.toml changes (the stamp file below). `make test` also installs the real
-# agents the tests drive (package.json / package-lock.json → node_modules), again only when the
-# lock file changes.
+# Both create .venv (python3.11) and install the project on first use, at the exact versions
+# of constraints.txt; the install re-runs only when pyproject.toml or constraints.txt changes
+# (the stamp file below). `make test` also installs the real agents the tests drive
+# (package.json / package-lock.json → node_modules), again only when the lock file changes.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -15,9 +15,9 @@ NPM_STAMP := node_modules/.installed-stamp
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -62,6 +62,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.turns
 	$(BIN)/python -m bench.transcript
 	$(BIN)/python -m bench.agent_latency
+	$(BIN)/python -m bench.fleet
 
 # The web client (web/, TypeScript + Vite) built into the package at api/web_dist, which c2
 # serves at `/`. Rebuilt only when its sources, its lock, the OpenAPI document or the typed

@@ -14,12 +14,24 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from api.authn import single_valued_query
-from api.errors import install_error_handlers
+from api.error_handlers import install_error_handlers
 from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
 from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import auth, catalog, events, health, ops, sessions, usage, web
+from api.routes import (
+    auth,
+    catalog,
+    events,
+    health,
+    ops,
+    push,
+    search,
+    sessions,
+    usage,
+    web,
+    webhooks,
+)
 from api.routes.docs import install_docs
 from api.scopes import ScopeTable
 from api.services import EngineFactory, Services, default_engine
@@ -73,6 +85,9 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         sessions.router,
         catalog.router,
         usage.router,
+        search.router,
+        webhooks.router,
+        push.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)
@@ -86,7 +101,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(settings.allow_origins),
-            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
             expose_headers=["Request-Id", "Retry-After", "Idempotent-Replayed"],
             max_age=600,

@@ -15,8 +15,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.errors import RequestInvalidError
 from api.guard import DEVICE_KEY
 from api.services import Services
-from core.auth import UnauthorizedError
-from core.store.devices import Device
+from core.devices import Device
+from core.errors import UnauthorizedError
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, prepare_home
+from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 # The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
 # instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
@@ -21,10 +21,16 @@ from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, prepare_home
 GIL_SWITCH_INTERVAL = 0.0005
 
 
+def _fail(exc: Exception | str, status: int = 1) -> int:
+    print(f"c2: {exc}", file=sys.stderr, flush=True)
+    return status
+
+
 def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     from api.app import create_app
-    from api.server import C2Server, build_server, url_host
+    from api.logs import LOG_DATE_FORMAT, LOG_FORMAT
+    from api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
     from api.services import StartupError, preflight
     from core.providers import ProviderConfigError, ProviderRegistry
 
@@ -34,25 +40,31 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         allow_hosts=args.allow_host,
         allow_origins=args.allow_origin,
+        vapid_subject=args.vapid_subject,
     )
+    if settings.vapid_subject and not settings.vapid_subject.startswith(("mailto:", "https:")):
+        return _fail("--vapid-subject must be a mailto: or https: URI", 2)
     try:
         # Held until the process exits; the server's own start re-enters this claim.
         home_claim = preflight(settings)
     except StartupError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 1
+        return _fail(exc)
     try:
         ProviderRegistry.load(settings.home)  # checked here: one line instead of a traceback
     except ProviderConfigError as exc:
         home_claim.release()
-        print(f"c2: {exc} (fix or remove the file, then start again)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+        return _fail(f"{exc} (fix or remove the file, then start again)", 2)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     try:
         app = create_app(settings)
     except ValueError as exc:  # a refused --allow-host / --allow-origin: one clear line
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        home_claim.release()
+        return _fail(exc, 2)
+    try:
+        sock = listen_socket(settings.host, settings.port)
+    except OSError as exc:
+        home_claim.release()
+        return _fail(cannot_listen(settings.host, settings.port, exc))
 
     async def announce(server: C2Server) -> None:
         services = server.services
@@ -68,29 +80,24 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    build_server(app, settings, on_started=announce).run()
+    build_server(app, settings, on_started=announce).run(sockets=[sock])
     home_claim.release()
     return 0
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from core.auth import create_device
+    from core.home import StartupError, pair_device
     from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
-    from core.store.database import Store
 
     try:
         scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
     except UnknownScopeError as exc:
-        print(f"c2: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return _fail(exc, 2)
     settings = Settings.build(home=args.home)
-    prepare_home(settings.home, create_database=settings.database_in_home)
-    store = Store(settings.database_url)
     try:
-        store.migrate()
-        paired = store.write_sync(lambda uow: create_device(uow, args.name, scopes))
-    finally:
-        store.close()
+        paired = pair_device(settings.home, settings.database_url, args.name, scopes)
+    except StartupError as exc:
+        return _fail(exc)
     print(
         json.dumps(
             {"device_id": paired.device_id, "bearer": paired.bearer, "scopes": ordered(scopes)}
@@ -104,18 +111,14 @@ def _pair_url(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from api.server import url_host
-    from core.auth import add_pairing_token
-    from core.store.database import Store
+    from core.home import StartupError, mint_pairing_token
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
-    prepare_home(settings.home)
     ttl = timedelta(seconds=settings.pairing_ttl_seconds)
-    store = Store(settings.database_url)
     try:
-        store.migrate()
-        token = store.write_sync(lambda uow: add_pairing_token(uow, ttl))
-    finally:
-        store.close()
+        token = mint_pairing_token(settings.home, settings.database_url, ttl)
+    except StartupError as exc:
+        return _fail(exc)
     print(f"http://{url_host(settings.host)}:{settings.port}/pair#token={token}", flush=True)
     return 0
 
@@ -138,6 +141,8 @@ ENVIRONMENT = f"""environment:
   C2_MAX_BODY_BYTES         largest request body accepted (default {Settings.max_body_bytes})
   C2_MAX_CONNECTIONS        concurrent connections served (default {Settings.max_connections})
   C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
+  C2_VAPID_SUBJECT          Web Push VAPID `sub` when --vapid-subject is not given
+  C2_WEBHOOK_BACKOFF_SCALE  multiplies webhook retry delays (default 1)
 """
 
 
@@ -186,6 +191,11 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="allow CORS from this origin (closed by default)",
+    )
+    serve.add_argument(
+        "--vapid-subject",
+        metavar="URI",
+        help="Web Push VAPID subject, a mailto: or https: URI (default mailto: of this host)",
     )
     serve.set_defaults(run=_serve)
 

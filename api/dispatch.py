@@ -1,19 +1,16 @@
 """The one op dispatcher behind `POST /v1/ops` and every resource endpoint (API.md §1, §3).
 
-It applies idempotent retry (first outcome per device and request_id for 24 h, 409 on a
-different body), submits the op to the engine, and maps the outcome type to a status code.
+It submits the op to the engine through idempotent retry (core/idempotent.py: first outcome
+per device and request_id for 24 h, 409 on a different body) and maps the outcome type to a
+status code.
 An accepted op runs to completion even when its client disconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Hashable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -28,12 +25,13 @@ from api.errors import (
     json_bytes,
     problem_body,
     problem_headers,
+    status_of,
 )
 from core.engine import Engine
 from core.errors import DomainError, RequestIdReusedError
+from core.idempotent import IdempotentOps, Reply
 from core.outcomes import CancelResult, PromptAccepted
 from core.protocol import AnsweredBy, AnswerPermissionOp, NewSessionOp, Op, SessionSnapshot
-from core.store.database import Store
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -44,41 +42,6 @@ class OpReply:
     status: int
     body: bytes
     headers: dict[str, str]
-
-
-class KeyedLocks:
-    """One asyncio.Lock per key, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[Hashable, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: Hashable) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-
-def op_fingerprint(op: Op, request_id: str) -> str:
-    """sha256 of the canonical op body: parsed fields (unknown ones dropped), sorted keys."""
-    canonical = json.dumps(
-        {"op": op.model_dump(mode="json"), "request_id": request_id},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def outcome_status(outcome: object) -> int:
@@ -98,9 +61,8 @@ def outcome_json(outcome: object) -> Any:
 
 
 class OpDispatcher:
-    def __init__(self, engine: Engine, store: Store) -> None:
-        self._engine, self._store = engine, store
-        self._locks = KeyedLocks()
+    def __init__(self, engine: Engine, idempotent: IdempotentOps) -> None:
+        self._engine, self._idempotent = engine, idempotent
         self._inflight: set[asyncio.Task[OpReply]] = set()
         self.accepting = True
 
@@ -141,32 +103,21 @@ class OpDispatcher:
     ) -> OpReply:
         if request_id is None:
             return await self._perform(op, None, actor)
-        fingerprint = op_fingerprint(op, request_id)
-        async with self._locks.hold((device_id, request_id)):
-            record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
-            if record is not None:
-                if not hmac.compare_digest(record.op_hash, fingerprint):
-                    return self._problem(
-                        RequestIdReusedError(
-                            f"request_id {request_id!r} was already used with a different body"
-                        ),
-                        op,
-                        request_id,
-                    )
-                headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
-                return OpReply(record.status, record.body_json.encode("utf-8"), headers)
+        first: list[OpReply] = []
+
+        async def perform() -> Reply:
             reply = await self._perform(op, request_id, actor)
-            if reply.status < 500:  # a server-side failure may succeed when retried
-                body = reply.body.decode("utf-8")
-                try:
-                    await self._store.write(
-                        lambda uow: uow.idempotency.put(
-                            device_id, request_id, fingerprint, reply.status, body
-                        )
-                    )
-                except Exception:
-                    log.exception("could not record the outcome of request %s", request_id)
-            return reply
+            first.append(reply)
+            return Reply(reply.status, reply.body.decode("utf-8"))
+
+        try:
+            kept, replayed = await self._idempotent.once(op, device_id, request_id, perform)
+        except RequestIdReusedError as err:
+            return self._problem(err, op, request_id)
+        if not replayed:
+            return first[0]
+        headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
+        return OpReply(kept.status, kept.body.encode("utf-8"), headers)
 
     async def _perform(self, op: Op, request_id: str | None, actor: AnsweredBy) -> OpReply:
         try:
@@ -183,4 +134,4 @@ class OpDispatcher:
         headers = problem_headers(err)
         if request_id:
             headers["Request-Id"] = header_text(request_id)
-        return OpReply(err.status, json_bytes(body), headers)
+        return OpReply(status_of(err), json_bytes(body), headers)

@@ -1,8 +1,11 @@
-"""RFC 9457 problem+json: the one mapping from DomainError (and framework errors) to HTTP.
+"""RFC 9457 problem+json: the HTTP status of every stable code, and the problem renderer.
 
-Core raises DomainError subclasses carrying a stable `code` and status; this module renders
-them, and turns validation, routing and unexpected errors into problems too. A 500 never
-carries a stack trace; bad input never reaches the catch-all.
+Core raises `DomainError`s (core/errors.py) that carry a stable `code` but no HTTP status;
+`STATUS` below is the one table giving each its status (looked up along the class's MRO, so a
+subclass answers its parent's status unless listed). Problems only the HTTP layer reports
+(Host checks, media type, body size, framework 404/405/422, shutdown, 500) derive from
+`HttpProblem`, which carries its status itself. api/error_handlers.py installs the handlers;
+a 500 never carries a stack trace.
 """
 
 from __future__ import annotations
@@ -14,82 +17,200 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
-from starlette.exceptions import HTTPException
 from starlette.responses import Response
-from starlette.routing import Match, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.errors import DomainError, StoreUnavailableError
+from core.errors import (
+    AgentAuthRequiredError,
+    BudgetExceededError,
+    CapacityError,
+    DeviceNotFoundError,
+    DomainError,
+    InsufficientScopeError,
+    InvalidCwdError,
+    InvalidMcpServerError,
+    InvalidOptionError,
+    InvalidPairingTokenError,
+    InvalidPushSubscriptionError,
+    InvalidQueryError,
+    InvalidSearchCursorError,
+    InvalidTicketError,
+    InvalidUsageQueryError,
+    InvalidWebhookUrlError,
+    McpUnsupportedError,
+    OperationFailedError,
+    PermissionNotPendingError,
+    ProviderUnavailableError,
+    PushSubscriptionNotFoundError,
+    RateLimitedError,
+    RequestIdReusedError,
+    SessionNotFoundError,
+    SessionUnavailableError,
+    StoreUnavailableError,
+    TranscriptCursorError,
+    TurnAlreadyRunningError,
+    TurnFailedError,
+    UnauthorizedError,
+    UnknownEventError,
+    UnknownModeError,
+    UnknownModelError,
+    UnknownProviderError,
+    WebhookNotFoundError,
+    WorktreeError,
+)
 
 log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _PRINTABLE_NO_PERCENT = [chr(c) for c in range(0x20, 0x7F) if chr(c) != "%"]
 
+# The HTTP status of each domain error (API.md §3).
+STATUS: dict[type[DomainError], int] = {
+    DomainError: 400,
+    SessionNotFoundError: 404,
+    SessionUnavailableError: 409,
+    InvalidCwdError: 422,
+    CapacityError: 503,
+    TurnAlreadyRunningError: 409,
+    TurnFailedError: 503,
+    PermissionNotPendingError: 409,
+    InvalidOptionError: 409,
+    BudgetExceededError: 409,
+    OperationFailedError: 409,
+    UnknownModelError: 422,
+    UnknownModeError: 422,
+    UnknownProviderError: 422,
+    ProviderUnavailableError: 503,
+    AgentAuthRequiredError: 503,
+    InvalidMcpServerError: 422,
+    McpUnsupportedError: 422,
+    WorktreeError: 422,
+    TranscriptCursorError: 400,
+    InvalidUsageQueryError: 422,
+    InvalidQueryError: 422,
+    InvalidSearchCursorError: 422,
+    UnknownEventError: 422,
+    InvalidWebhookUrlError: 422,
+    WebhookNotFoundError: 404,
+    InvalidPushSubscriptionError: 422,
+    PushSubscriptionNotFoundError: 404,
+    StoreUnavailableError: 503,
+    RequestIdReusedError: 409,
+    UnauthorizedError: 401,
+    InvalidPairingTokenError: 401,
+    InvalidTicketError: 401,
+    RateLimitedError: 429,
+    DeviceNotFoundError: 404,
+    InsufficientScopeError: 403,
+}
 
-# -- errors the HTTP layer itself reports ----------------------------------------------------
+
+class HttpProblem(Exception):
+    """A problem only the HTTP layer reports; unlike a DomainError it knows its status."""
+
+    code: str = "http_error"
+    status: int = 400
+    title: str = "Request failed"
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+        self.session: str | None = None
+        self.request_id: str | None = None
+        self.details: dict[str, Any] = {}
 
 
-class RequestInvalidError(DomainError):
+Problem = DomainError | HttpProblem
+
+
+def status_of(err: Problem | type[Problem]) -> int:
+    """The HTTP status of a problem (or problem class): its own, or STATUS along its MRO."""
+    if isinstance(err, HttpProblem) or (isinstance(err, type) and issubclass(err, HttpProblem)):
+        return err.status
+    cls = err if isinstance(err, type) else type(err)
+    return next(STATUS[c] for c in cls.__mro__ if c in STATUS)
+
+
+# -- problems of the HTTP layer ----------------------------------------------------------------
+
+
+class RequestInvalidError(HttpProblem):
     code = "validation_error"
     status = 422
     title = "Request validation failed"
 
 
-class RouteNotFoundError(DomainError):
+class RouteNotFoundError(HttpProblem):
     code = "not_found"
     status = 404
     title = "Not found"
 
 
-class MethodNotAllowedError(DomainError):
+class MethodNotAllowedError(HttpProblem):
     code = "method_not_allowed"
     status = 405
     title = "Method not allowed"
 
 
-class HttpError(DomainError):
+class HttpError(HttpProblem):
+    """Any other status the framework reported (its status is set per instance)."""
+
     code = "http_error"
     title = "Request failed"
 
 
-class InternalError(DomainError):
+class InternalError(HttpProblem):
     code = "internal_error"
     status = 500
     title = "Internal server error"
 
 
-class HostNotAllowedError(DomainError):
+class HostNotAllowedError(HttpProblem):
     code = "host_not_allowed"
     status = 421
     title = "Host not allowed"
 
 
-class InvalidHostError(DomainError):
+class InvalidHostError(HttpProblem):
     code = "invalid_host"
     status = 400
     title = "Missing or malformed Host header"
 
 
-class ShuttingDownError(DomainError):
+class PayloadTooLargeError(HttpProblem):
+    code = "payload_too_large"
+    status = 413
+    title = "Request body too large"
+
+
+class UnsupportedMediaTypeError(HttpProblem):
+    code = "unsupported_media_type"
+    status = 415
+    title = "Unsupported media type"
+
+
+class TooManyStreamsError(HttpProblem):
+    code = "too_many_streams"
+    status = 429
+    title = "Too many open event streams"
+
+
+class ShuttingDownError(HttpProblem):
     code = "shutting_down"
     status = 503
     title = "Server is shutting down"
 
 
-class NotReadyError(DomainError):
+class NotReadyError(HttpProblem):
     code = "not_ready"
     status = 503
     title = "Server is not ready"
 
 
 class FramedError(Exception):
-    """A DomainError answered in one of the protocol's frame shapes (`kind` + `message`) on
+    """A problem answered in one of the protocol's frame shapes (`kind` + `message`) on
     top of the problem fields, e.g. `sessions_error` and `transcript_error` (API.md §4)."""
 
-    def __init__(self, error: DomainError, kind: str, fields: dict[str, Any]) -> None:
+    def __init__(self, error: Problem, kind: str, fields: dict[str, Any]) -> None:
         super().__init__(error.message)
         self.error, self.kind, self.fields = error, kind, fields
 
@@ -114,13 +235,13 @@ def framed(kind: str, *, wrap_unexpected: bool = False, **fields: Any) -> Iterat
 
 
 def problem_body(
-    err: DomainError, *, request_id: str | None = None, session: str | None = None
+    err: Problem, *, request_id: str | None = None, session: str | None = None
 ) -> dict[str, Any]:
     """The problem+json object of `err`; `request_id`/`session` fill in when it lacks them."""
     body: dict[str, Any] = {
         "type": f"urn:c2:problem:{err.code}",
         "title": err.title,
-        "status": err.status,
+        "status": status_of(err),
         "detail": err.message,
         "code": err.code,
     }
@@ -133,11 +254,11 @@ def problem_body(
     return body
 
 
-def problem_headers(err: DomainError) -> dict[str, str]:
+def problem_headers(err: Problem) -> dict[str, str]:
     headers: dict[str, str] = {}
     if err.retry_after is not None:
         headers["Retry-After"] = str(err.retry_after)
-    if err.status == 401:
+    if status_of(err) == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="c2"'
     return headers
 
@@ -157,115 +278,14 @@ def header_text(value: str) -> str:
 
 
 def problem_response(
-    err: DomainError,
+    err: Problem,
     *,
     body: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
     return Response(
         json_bytes(body if body is not None else problem_body(err)),
-        status_code=err.status,
+        status_code=status_of(err),
         media_type=PROBLEM_MEDIA_TYPE,
         headers={**problem_headers(err), **(headers or {})},
     )
-
-
-def _validation_detail(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    # Never echo the offending input back: it may be large or hold a secret.
-    items = [
-        {
-            "loc": [str(part) for part in e.get("loc", ())],
-            "msg": str(e.get("msg", "")),
-            "type": str(e.get("type", "")),
-        }
-        for e in errors[:20]
-    ]
-    text = "; ".join(f"{'.'.join(i['loc']) or 'request'}: {i['msg']}" for i in items[:5])
-    return text or "invalid request", items
-
-
-# -- handlers --------------------------------------------------------------------------------
-
-
-async def _domain_handler(_request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, DomainError)
-    return problem_response(exc)
-
-
-async def _framed_handler(_request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, FramedError)
-    body = problem_body(exc.error) | {"kind": exc.kind, "message": exc.error.message}
-    body.update(exc.fields)
-    return problem_response(exc.error, body=body)
-
-
-async def _validation_handler(_request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError | ValidationError)
-    detail, items = _validation_detail(list(exc.errors()))  # type: ignore[arg-type]
-    err = RequestInvalidError(detail)
-    return problem_response(err, body=problem_body(err) | {"errors": items})
-
-
-async def _http_handler(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    err: DomainError
-    if exc.status_code == 404:
-        err = RouteNotFoundError("no such resource")
-    elif exc.status_code == 405:
-        err = MethodNotAllowedError("method not allowed on this resource")
-    else:
-        err = HttpError(str(exc.detail))
-        err.status = exc.status_code
-    headers = dict(exc.headers or {})
-    if exc.status_code == 405:
-        headers["Allow"] = ", ".join(_allowed_methods(request))
-    return problem_response(err, headers=headers)
-
-
-def _allowed_methods(request: Request) -> list[str]:
-    # Starlette names only the first route matching the path; a resource may span several.
-    methods: set[str] = set()
-    for route in request.app.routes:
-        if isinstance(route, Route) and route.methods:
-            match, _ = route.matches(request.scope)
-            if match != Match.NONE:
-                methods |= route.methods
-    return sorted(methods)
-
-
-class UnhandledErrors:
-    """Innermost middleware: an unexpected exception becomes a logged, trace-free 500 problem
-    (Starlette's own handler would re-raise it after answering)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracked)
-        except Exception:
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
-            if started:
-                raise
-            response = problem_response(InternalError("the server failed to handle the request"))
-            await response(scope, receive, send)
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(DomainError, _domain_handler)
-    app.add_exception_handler(FramedError, _framed_handler)
-    app.add_exception_handler(RequestValidationError, _validation_handler)
-    app.add_exception_handler(ValidationError, _validation_handler)
-    app.add_exception_handler(HTTPException, _http_handler)
-    app.add_middleware(UnhandledErrors)

@@ -20,18 +20,18 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import problem_response
+from api.errors import PayloadTooLargeError, problem_response
 from api.scopes import check_op, check_route
 from api.settings import Settings
-from core.auth import (
-    AttemptLimiter,
-    DeviceAuth,
+from core.auth import AttemptLimiter, DeviceAuth
+from core.devices import Device
+from core.errors import (
+    DomainError,
     InvalidTicketError,
     RateLimitedError,
+    StoreUnavailableError,
     UnauthorizedError,
 )
-from core.errors import DomainError, StoreUnavailableError
-from core.store.devices import Device
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,6 @@ HTML_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-
-
-class PayloadTooLargeError(DomainError):
-    code = "payload_too_large"
-    status = 413
-    title = "Request body too large"
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

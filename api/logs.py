@@ -1,4 +1,7 @@
-"""Log hygiene: credentials never reach the access log, and a flood of one error is one line.
+"""Log hygiene: timestamped lines, credentials never in the access log, a flood is one line.
+
+Every line starts with its local time and UTC offset (`LOG_FORMAT`, and uvicorn's own loggers
+through `uvicorn_log_config`), so a log read later can be put next to events and agent output.
 
 `RedactCredentials` rewrites uvicorn's access-log request line so `?ticket=` (and any other
 credential-bearing query parameter) shows its name but not its value. `OncePerInterval` lets a
@@ -8,16 +11,22 @@ of bad connections (or `Too many open files`) cannot fill the disk.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import time
 from collections.abc import Callable
+from typing import Any
+
+from uvicorn.config import LOGGING_CONFIG
 
 CREDENTIAL_PARAMS = ("ticket", "token", "bearer", "access_token")
 _CREDENTIAL = re.compile(
     r"(?P<key>(?:^|[?&;])(?:" + "|".join(CREDENTIAL_PARAMS) + r")=)[^&;#\s]*", re.IGNORECASE
 )
 REDACTED = "[redacted]"
+LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 REPEAT_INTERVAL_SECONDS = 60.0
 # Loggers whose messages a client can make repeat at will (protocol errors, accept failures).
 NOISY_LOGGERS = ("uvicorn.error", "asyncio", "sse_starlette.sse")
@@ -78,3 +87,12 @@ def install_log_filters() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, OncePerInterval) for f in logger.filters):
             logger.addFilter(OncePerInterval())
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with a timestamp at the head of every line."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+        formatter["datefmt"] = LOG_DATE_FORMAT
+    return config

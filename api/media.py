@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from core.errors import DomainError
-
-
-class UnsupportedMediaTypeError(DomainError):
-    code = "unsupported_media_type"
-    status = 415
-    title = "Unsupported media type"
+from api.errors import UnsupportedMediaTypeError
 
 
 def is_json(media_type: str) -> bool:

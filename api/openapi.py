@@ -1,46 +1,30 @@
-"""The OpenAPI document: problem schemas, the stable error-code table, deterministic output.
+"""The OpenAPI document: operation ids and tags, problem schemas, exact responses, sorted.
 
-`document(app)` is what `GET /openapi.json` serves and `c2 openapi` prints; `problems()` is
-how routes declare their problem responses so schemathesis can check conformance.
+`document(app)` is what `GET /openapi.json` serves and `c2 openapi` prints. Problem responses
+are derived from api/openapi_problems.py (which codes each operation answers), headers and op
+outcomes from api/openapi_responses.py; nothing about errors is declared route by route.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import typing
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
-import core.auth
-import core.engine
-import core.errors
-import core.scopes
-from api import errors as api_errors
-from api import media as api_media
-from api import openapi_responses
-from api.errors import PROBLEM_MEDIA_TYPE
+from api import openapi_problems, openapi_responses
+from api.errors import HttpProblem, status_of
+from core.errors import DomainError
+from core.protocol import Event, SessionSnapshot
 
 Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"
 API_VERSION = "1.0.0"
-_PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
-# Every module the app raises DomainErrors from, so the code table does not depend on what
-# else happens to be imported.
-_ERROR_MODULES = (core.auth, core.engine, core.errors, core.scopes, api_errors, api_media)
-_DESCRIPTIONS = {
-    400: "Bad request (problem)",
-    401: "Missing, invalid or revoked credentials (problem)",
-    403: "Outside the device's scopes: `insufficient_scope` (problem)",
-    404: "Not found (problem)",
-    409: "Conflict (problem)",
-    421: "Host not allowed (problem)",
-    422: "Validation failed (problem)",
-    429: "Rate limited (problem, Retry-After)",
-    501: "Not implemented (problem)",
-    503: "Unavailable (problem, Retry-After when known)",
-}
+OP_TAG = "ops"  # the FastAPI tag of the op routes (api/routes/ops.py)
 
 
 # operationIds are the route function's name in camelCase, except where that name does not
@@ -56,7 +40,7 @@ _OPERATION_IDS = {
     "stream_ticket": "createStreamTicket",
 }
 # One tag per resource: the first path segment after /v1, except the probes and pairing.
-_TAGS = {"healthz": "health", "readyz": "health", "pair": "devices"}
+_TAGS = {"healthz": "health", "readyz": "health", "pair": "devices", "push-subscriptions": "push"}
 
 
 def operation_id(route: APIRoute) -> str:
@@ -74,32 +58,15 @@ def resource_tag(path: str) -> str:
     return _TAGS.get(head, head)
 
 
-def problems(*statuses: int, schema: str = "Problem") -> Responses:
-    """Route `responses=` entries: each status plus `default` answer a problem+json body."""
-    ref = {"$ref": f"#/components/schemas/{schema}"}
-    declared: Responses = {
-        status: {
-            "description": _DESCRIPTIONS.get(status, "Error (problem)"),
-            "content": {PROBLEM_MEDIA_TYPE: {"schema": ref}},
-        }
-        for status in statuses
-    }
-    declared["default"] = {
-        "description": "Any other error (problem)",
-        "content": {PROBLEM_MEDIA_TYPE: {"schema": _PROBLEM_REF}},
-    }
-    return declared
-
-
 def error_codes() -> list[dict[str, Any]]:
     """Every stable problem code of core/ and api/, sorted by code."""
     seen: dict[str, dict[str, Any]] = {}
-    stack = [core.errors.DomainError]
+    stack: list[type[DomainError] | type[HttpProblem]] = [DomainError, HttpProblem]
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
         if cls.__module__.split(".")[0] in ("core", "api") and cls.code not in seen:
-            seen[cls.code] = {"code": cls.code, "status": cls.status, "title": cls.title}
+            seen[cls.code] = {"code": cls.code, "status": status_of(cls), "title": cls.title}
     return sorted(seen.values(), key=lambda c: str(c["code"]))
 
 
@@ -160,26 +127,6 @@ def _problem_schemas() -> dict[str, Any]:
             "type": {"type": "string"},
         },
     }
-    sessions_error = {
-        "type": "object",
-        "title": "SessionsError",
-        "description": "A problem that is also the protocol's `sessions_error` frame.",
-        "required": [*required, "kind", "message"],
-        "properties": _problem_properties(codes)
-        | {"kind": {"type": "string", "enum": ["sessions_error"]}, "message": {"type": "string"}},
-    }
-    transcript_error = {
-        "type": "object",
-        "title": "TranscriptError",
-        "description": "A problem that is also the protocol's `transcript_error` frame.",
-        "required": [*required, "kind", "session", "message"],
-        "properties": _problem_properties(codes)
-        | {
-            "kind": {"type": "string", "enum": ["transcript_error"]},
-            "request_id": {"type": ["string", "null"]},
-            "message": {"type": "string"},
-        },
-    }
     auth_method = {
         "type": "object",
         "title": "AuthMethod",
@@ -214,9 +161,22 @@ def _problem_schemas() -> dict[str, Any]:
         "AuthMethod": auth_method,
         "BudgetLimit": budget_limit,
         "BudgetUsed": budget_used,
-        "SessionsError": sessions_error,
-        "TranscriptError": transcript_error,
     }
+
+
+# The protocol frame members a framed problem carries on top of the problem (API.md §4).
+FRAME_MEMBERS: dict[str, dict[str, Any]] = {
+    "sessions_error": {
+        "kind": {"type": "string", "enum": ["sessions_error"]},
+        "message": {"type": "string"},
+    },
+    "transcript_error": {
+        "kind": {"type": "string", "enum": ["transcript_error"]},
+        "message": {"type": "string"},
+        "session": {"type": "string"},
+        "request_id": {"type": ["string", "null"]},
+    },
+}
 
 
 def _require_discriminators(schemas: dict[str, Any]) -> None:
@@ -232,6 +192,57 @@ def _require_discriminators(schemas: dict[str, Any]) -> None:
             member["properties"][tag].pop("default", None)
             if tag not in member.setdefault("required", []):
                 member["required"].insert(0, tag)
+
+
+def _refs(value: Any) -> set[str]:
+    return set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(value)))
+
+
+def _reachable(schemas: dict[str, Any], roots: set[str]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        if name not in seen and name in schemas:
+            seen.add(name)
+            stack.extend(_refs(schemas[name]))
+    return seen
+
+
+def _null_default(prop: dict[str, Any]) -> bool:
+    """Whether an optional pydantic field defaults to None (FastAPI drops `default: null`;
+    a non-null default is kept, a default_factory leaves no default and no null type)."""
+    if "default" in prop:
+        return prop["default"] is None
+    types = [prop.get("type")] + [member.get("type") for member in prop.get("anyOf", [])]
+    return "null" in types or any(isinstance(t, list) and "null" in t for t in types)
+
+
+def _require_always_present(doc: dict[str, Any], written: set[str]) -> None:
+    """Mark `required` what the wire always carries, in schemas only responses use: a field
+    whose default is not None (no serializer drops those; `exclude_none` drops only the
+    `= None` ones), every SessionSnapshot field (its `wire()` keeps nulls) and the fields an
+    event keeps as null (`_always_present`). The problem schemas written here (`written`)
+    are exact already."""
+    schemas = doc["components"]["schemas"]
+    requests = [
+        {key: op.get(key) for key in ("requestBody", "parameters")}
+        for item in doc["paths"].values()
+        for op in item.values()
+    ]
+    inputs = _reachable(schemas, _refs(requests))
+    always: dict[str, set[str]] = {SessionSnapshot.__name__: set(SessionSnapshot.model_fields)}
+    for member in typing.get_args(typing.get_args(Event)[0]):
+        always[member.__name__] = set(getattr(member, "_always_present", ()))
+    for name in _reachable(schemas, _refs(doc["paths"])) - inputs - written:
+        schema = schemas[name]
+        properties = schema.get("properties", {})
+        present = always.get(name, set()) | {
+            prop for prop, sub in properties.items() if not _null_default(sub)
+        }
+        missing = sorted(present & set(properties) - set(schema.get("required", [])))
+        if missing:
+            schema["required"] = [*schema.get("required", []), *missing]
 
 
 def _sorted(value: Any) -> Any:
@@ -250,14 +261,24 @@ def document(app: FastAPI) -> dict[str, Any]:
         description="HTTP + Server-Sent Events API hosting coding-agent sessions (API v1).",
         routes=app.routes,
     )
-    doc.setdefault("components", {}).setdefault("schemas", {}).update(_problem_schemas())
-    _require_discriminators(doc["components"]["schemas"])
-    openapi_responses.apply(doc, error_codes(), op_tag="ops")
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    problems = _problem_schemas()
+    schemas.update(problems)
+    _require_discriminators(schemas)
+    _require_always_present(doc, set(problems))
+    op_ids = {  # the op routes, by the router tag FastAPI copied onto them
+        op["operationId"]
+        for item in doc["paths"].values()
+        for op in item.values()
+        if OP_TAG in op.get("tags", []) and op["operationId"] != openapi_problems.SUBMIT_OP
+    }
+    openapi_responses.op_outcomes(doc, OP_TAG)
+    openapi_problems.apply(doc, op_ids, FRAME_MEMBERS)
+    openapi_responses.headers(doc)
     for path, item in doc["paths"].items():
         for operation in item.values():
             operation["tags"] = [resource_tag(path)]
-    schemas = doc["components"]["schemas"]
-    # FastAPI's default 422 body is replaced by Problem everywhere; drop its orphans.
+    # FastAPI's default 422 body is replaced by a problem everywhere; drop its orphans.
     for unused in ("HTTPValidationError", "ValidationError"):
         if unused in schemas and unused not in json.dumps(doc["paths"]):
             del schemas[unused]

@@ -1,18 +1,15 @@
-"""Exact responses in the OpenAPI document: per-status problem codes, headers, 415, op outcomes.
+"""Exact responses in the OpenAPI document: the headers each response carries, op outcomes.
 
-Applied by `api.openapi.document` after FastAPI built the document from the route table, so
-new routes, ops and error classes are covered without listing them here.
+Applied by `api.openapi.document` after FastAPI built the document from the route table (and
+api/openapi_problems.py added the problem responses), so new routes and ops are covered
+without listing them here.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-PROBLEM_MEDIA_TYPE = "application/problem+json"
 _REF = "#/components/schemas/"
-# HttpError carries whatever status the framework reported, so any status may answer it.
-_ANY_STATUS_CODES = ("http_error",)
 _SUCCESS = ("200", "201", "202")
 
 HEADERS: dict[str, Any] = {
@@ -28,6 +25,10 @@ HEADERS: dict[str, Any] = {
         "description": "Seconds to wait before retrying.",
         "schema": {"type": "integer", "minimum": 0},
     },
+    "WWWAuthenticate": {
+        "description": 'The authentication scheme to use: `Bearer realm="c2"`.',
+        "schema": {"type": "string"},
+    },
     "Location": {
         "description": "The created resource.",
         "schema": {"type": "string", "format": "uri-reference"},
@@ -37,21 +38,6 @@ HEADERS: dict[str, Any] = {
 
 def _header(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/headers/{name}"}
-
-
-def _problem_for_status(schemas: dict[str, Any], status: str, codes: list[dict[str, Any]]) -> str:
-    """`Problem<status>`: Problem whose `code` enumerates the codes of that status."""
-    allowed = sorted(
-        {str(c["code"]) for c in codes if str(c["status"]) == status} | set(_ANY_STATUS_CODES)
-    )
-    name = f"Problem{status}"
-    schema = copy.deepcopy(schemas["Problem"])
-    schema.pop("x-codes", None)
-    schema["title"] = name
-    schema["description"] = f"A {status} problem; `code` is one of the stable codes below."
-    schema["properties"]["code"] = {"type": "string", "enum": allowed}
-    schemas[name] = schema
-    return name
 
 
 def _correlated(operation: dict[str, Any], schemas: dict[str, Any]) -> bool:
@@ -91,10 +77,8 @@ def _op_outcomes(doc: dict[str, Any], op_paths: set[tuple[str, str]]) -> None:
         response["content"] = {"application/json": {"schema": one}}
 
 
-def apply(doc: dict[str, Any], codes: list[dict[str, Any]], op_tag: str) -> None:
-    """Make every response exact; `op_tag` is the FastAPI tag of the op routes."""
-    schemas = doc["components"]["schemas"]
-    doc["components"]["headers"] = HEADERS
+def op_outcomes(doc: dict[str, Any], op_tag: str) -> None:
+    """`POST /v1/ops` success bodies: the union of the op routes' outcomes, per status."""
     op_paths = {
         (path, method)
         for path, item in doc["paths"].items()
@@ -102,32 +86,26 @@ def apply(doc: dict[str, Any], codes: list[dict[str, Any]], op_tag: str) -> None
         if op_tag in operation.get("tags", [])
     }
     _op_outcomes(doc, op_paths)
+
+
+def headers(doc: dict[str, Any]) -> None:
+    """Declare on each response the headers it may carry."""
+    schemas = doc["components"]["schemas"]
+    doc["components"]["headers"] = HEADERS
     for item in doc["paths"].values():
         for operation in item.values():
-            responses = operation["responses"]
-            if "requestBody" in operation:
-                responses.setdefault(
-                    "415",
-                    {
-                        "description": "The body is not sent as application/json (problem)",
-                        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": _REF + "Problem"}}},
-                    },
-                )
             correlated = _correlated(operation, schemas)
-            for status, response in responses.items():
-                media = response.get("content", {}).get(PROBLEM_MEDIA_TYPE)
-                if media is not None and media["schema"] == {"$ref": _REF + "Problem"}:
-                    if status != "default":
-                        name = _problem_for_status(schemas, status, codes)
-                        media["schema"] = {"$ref": _REF + name}
-                headers = response.setdefault("headers", {})
+            for status, response in operation["responses"].items():
+                declared = response.setdefault("headers", {})
                 if status in ("429", "503"):
-                    headers["Retry-After"] = _header("RetryAfter")
+                    declared["Retry-After"] = _header("RetryAfter")
                 if correlated and status != "default":
-                    headers["Request-Id"] = _header("RequestId")
+                    declared["Request-Id"] = _header("RequestId")
                     if status in _SUCCESS:
-                        headers["Idempotent-Replayed"] = _header("IdempotentReplayed")
+                        declared["Idempotent-Replayed"] = _header("IdempotentReplayed")
                 if status == "201":
-                    headers["Location"] = _header("Location")
-                if not headers:
+                    declared["Location"] = _header("Location")
+                if status == "401":
+                    declared["WWW-Authenticate"] = _header("WWWAuthenticate")
+                if not declared:
                     del response["headers"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import resource
 import signal
@@ -24,7 +25,7 @@ from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from api.logs import install_log_filters
+from api.logs import install_log_filters, uvicorn_log_config
 from api.routes.events import UnfinishedStreamFilter
 from api.services import Services
 from api.settings import Settings
@@ -161,6 +162,7 @@ def build_server(
         workers=1,
         lifespan="on",
         log_level=log_level,
+        log_config=uvicorn_log_config(),
         access_log=access_log,
         proxy_headers=False,  # the peer address counts pairing attempts; never trust headers
         server_header=False,
@@ -185,3 +187,28 @@ def url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before the app starts (as uvicorn would bind it),
+    so a taken port is one line from `c2 serve` instead of a log after start-up."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """The one line `c2 serve` prints when it cannot bind `host:port`, saying what to change."""
+    where = f"cannot listen on {url_host(host) if host else host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return f"{where}: the port is already in use (another c2?); choose one with --port"
+    if exc.errno == errno.EACCES:
+        return f"{where}: permission denied; choose a port above 1023 with --port"
+    reason = exc.strerror or str(exc)
+    return f"{where}: {reason}; check --host (an address of this machine, e.g. 127.0.0.1)"

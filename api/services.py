@@ -1,7 +1,7 @@
-"""The one `Services` object a running app owns: store, bus, engine, auth, op dispatcher.
+"""The one `Services` object a running app owns: the core runtime (store, bus, engine, auth,
+event feed; core/runtime.py) plus the op dispatcher and the server's readiness.
 
-Started and stopped by the app lifespan, never at import time. Start-up claims the home and the
-database (one owner each, core/store/ownership.py) before anything is migrated or recovered.
+Started and stopped by the app lifespan, never at import time.
 Shutdown order (ARCHITECTURE.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
 turns, closes agents) → end streams → close the store → release the home.
 Periodic housekeeping runs under `supervise()`, owned by the lifespan.
@@ -13,98 +13,66 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from typing import Any
 
 from api.dispatch import OpDispatcher
-from api.settings import Settings, prepare_home
-from core.auth import DeviceAuth
+from api.settings import Settings
 from core.bus import EventBus
 from core.engine import Engine
-from core.store.database import Store
-from core.store.faults import describe
-from core.store.ownership import HomeLock, OwnershipError, claim_home
+from core.home import HomeLock, StartupError
+from core.home import preflight as check_home
+from core.runtime import Runtime
 
 log = logging.getLogger(__name__)
-EngineFactory = Callable[[Store, EventBus, Settings], Engine]
+# (store, bus, settings) → the engine; tests swap in engines that fail on purpose.
+EngineFactory = Callable[[Any, EventBus, Settings], Engine]
+READY_PROBE_SECONDS = 2.0
+__all__ = ["EngineFactory", "Services", "StartupError", "default_engine", "preflight"]
 
 
-def default_engine(store: Store, _bus: EventBus, settings: Settings) -> Engine:
+def default_engine(store: Any, _bus: EventBus, settings: Settings) -> Engine:
     """The real engine; it reaches the bus through the store's publish hook."""
     return Engine(store, settings.home, max_live_agents=settings.max_live_agents)
 
 
-READY_PROBE_SECONDS = 2.0
-
-
-class StartupError(Exception):
-    """The server cannot start; the message is the one line a user sees."""
-
-
-def open_home(settings: Settings) -> HomeLock:
-    """Create or tighten the home and claim it (one server per home)."""
-    try:
-        prepare_home(settings.home, create_database=settings.database_in_home)
-        return claim_home(settings.home)
-    except OwnershipError as exc:
-        raise StartupError(str(exc)) from None
-    except OSError as exc:
-        raise StartupError(f"cannot use home {settings.home}: {exc.strerror or exc}") from None
-
-
 def preflight(settings: Settings) -> HomeLock:
-    """Everything `c2 serve` must be able to do before it listens, checked with one-line
-    errors: the home is writable and not served by another c2, the database opens, is not
-    owned by another c2 and migrates. Returns the home claim, held for the process's life
-    (the server's own start re-enters it)."""
-    home = open_home(settings)
-    store = Store(settings.database_url, exclusive=True)
-    try:
-        store.start()
-        store.migrate()
-    except OwnershipError as exc:
-        raise StartupError(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise StartupError(f"cannot open the database: {describe(exc)}") from None
-    finally:
-        store.close()
-    return home
+    """The start-up checks of `c2 serve` (core/home.py); returns the home claim."""
+    return check_home(settings.home, settings.database_url)
 
 
 class Services:
     def __init__(self, settings: Settings, engine_factory: EngineFactory = default_engine) -> None:
         self.settings = settings
-        self.bus = EventBus()
-        self.store = Store(
-            settings.database_url, exclusive=True, retry_seconds=settings.store_retry_seconds
-        )
-        self.engine = engine_factory(self.store, self.bus, settings)
-        self.auth = DeviceAuth(
-            self.store,
-            self.bus,
+        self.core = Runtime(
+            home=settings.home,
+            database_url=settings.database_url,
+            engine=lambda store, bus: engine_factory(store, bus, settings),
+            store_retry_seconds=settings.store_retry_seconds,
             pairing_ttl=timedelta(seconds=settings.pairing_ttl_seconds),
             ticket_ttl=timedelta(seconds=settings.ticket_ttl_seconds),
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
+            webhook_backoff_scale=settings.webhook_backoff_scale,
+            vapid_subject=settings.vapid_subject,
         )
-        self.dispatcher = OpDispatcher(self.engine, self.store)
+        self.store = self.core.store
+        self.bus = self.core.bus
+        self.engine = self.core.engine
+        self.auth = self.core.auth
+        self.feed = self.core.feed
+        self.dispatcher = OpDispatcher(self.engine, self.core.idempotent)
+        self.search = self.core.search
+        self.webhooks = self.core.webhooks
+        self.push = self.core.push
         self.ready = False
         self.draining = False
         self._drain_lock = asyncio.Lock()
         self._drained = False
-        self._store_started = False
-        self._home: HomeLock | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Claim the home, open the writer (claiming the database), migrate, then start the
-        engine (recovery first). Another owner fails the start before anything is written."""
-        self._home = await asyncio.to_thread(open_home, self.settings)
-        await asyncio.to_thread(self.store.start, self.bus.publish)
-        self._store_started = True
-        await asyncio.to_thread(self.store.migrate)
-        await self.engine.start()
+        """Start the core (home and database claimed, migrated, engine recovered)."""
+        await self.core.start()
         self.ready = True
 
     async def drain(self) -> None:
@@ -125,33 +93,14 @@ class Services:
     async def close(self) -> None:
         """Drain, persist batched state, close the store."""
         await self.drain()
-        if self._store_started:
-            try:
-                await self.auth.flush_last_seen()
-            except Exception:
-                log.exception("could not flush device last-seen times")
-            await asyncio.to_thread(self.store.close)
-            self._store_started = False
-        if self._home is not None:
-            self._home.release()
-            self._home = None
+        await self.core.close()
 
     async def is_ready(self) -> bool:
         """Migrations ran, the store answers and can commit, and the server is not shutting
         down."""
-        if not self.ready or self.draining or self.store.unavailable() is not None:
+        if not self.ready or self.draining:
             return False
-        try:
-            # The writer too: an idle writer whose connection (and owner lock) was lost would
-            # only find out at its next write.
-            await self.store.ping_writer(READY_PROBE_SECONDS)
-            await asyncio.wait_for(
-                self.store.read(lambda r: r.conn.execute(text("SELECT 1")).scalar()),
-                READY_PROBE_SECONDS,
-            )
-        except Exception:
-            return False
-        return True
+        return await self.core.ready(READY_PROBE_SECONDS)
 
     # -- housekeeping --------------------------------------------------------------------------
 
@@ -170,17 +119,13 @@ class Services:
                 ),
                 name="c2-last-seen",
             )
+            group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
+            group.create_task(self.push.run(), name="c2-push")
 
     async def sweep(self) -> None:
-        """Prune events past retention, idempotency records past 24 h, dead tokens/tickets."""
-        retention = timedelta(days=self.settings.event_retention_days)
-        events = await self.store.write(lambda uow: uow.events.prune(retention))
-        records = await self.store.write(lambda uow: uow.idempotency.prune())
-        secrets = await self.auth.prune()
-        if events or records or secrets:
-            log.info(
-                "pruned %d events, %d idempotency records, %d auth rows", events, records, secrets
-            )
+        """Prune events and delivered webhook deliveries past retention, idempotency records
+        past 24 h, dead tokens/tickets."""
+        await self.core.sweep(timedelta(days=self.settings.event_retention_days))
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], *, delay: float) -> None:

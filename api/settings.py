@@ -1,7 +1,7 @@
 """Server settings: one frozen value built from CLI arguments and the environment.
 
-Nothing here runs at import time; `Settings.build` reads the environment it is handed and
-`prepare_home` is the only function that touches the disk.
+Nothing here runs at import time or touches the disk; `Settings.build` reads the environment
+it is handed (the home is prepared by core/home.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.store.database import sqlite_url
+from core.home import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4599
@@ -46,6 +46,9 @@ class Settings:
     auth_failures_per_minute: int = 30  # failed bearer/ticket checks per client address
     auth_failures_per_minute_total: int = 300  # the same, all addresses together
     store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
+    # -- notifications (issue 15) --
+    webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
+    vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
 
     @property
     def database_in_home(self) -> bool:
@@ -61,6 +64,7 @@ class Settings:
         port: int = DEFAULT_PORT,
         allow_hosts: Sequence[str] = (),
         allow_origins: Sequence[str] = (),
+        vapid_subject: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Settings:
         """Settings from CLI values, falling back to `env` (the process environment)."""
@@ -71,6 +75,7 @@ class Settings:
         max_body = env.get("C2_MAX_BODY_BYTES")
         max_connections = env.get("C2_MAX_CONNECTIONS")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
+        backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -85,6 +90,8 @@ class Settings:
                 max(8, int(max_connections)) if max_connections else cls.max_connections
             ),
             store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
+            webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
+            vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
         )
 
 
@@ -95,21 +102,3 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     if env.get("C2_HOME"):
         return Path(env["C2_HOME"]).expanduser().resolve()
     return (Path.home() / ".c2").resolve()
-
-
-DATABASE_FILES = ("c2.db", "c2.db-wal", "c2.db-shm")
-
-
-def prepare_home(home: Path, *, create_database: bool = True) -> None:
-    """Create the home folder, or tighten an existing one: the folder readable by its owner
-    only (0700), the database files 0600. With `create_database` (SQLite in the home), an
-    empty c2.db is created 0600 up front: SQLite gives -wal and -shm the database's mode."""
-    if not home.exists():
-        home.mkdir(parents=True, mode=0o700)
-    home.chmod(0o700)  # mkdir's mode is masked by the umask; an existing home may be open
-    for name in DATABASE_FILES:
-        path = home / name
-        if create_database and name == "c2.db" and not path.exists():
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        if path.exists():
-            path.chmod(0o600)

@@ -1,5 +1,7 @@
 """One SSE stream per client (API.md §6): welcome frame, replay from the log, live fan-out.
 
+What it reads comes from core/event_feed.py; this module only orders and frames it.
+
 The stream subscribes to the bus before it reads anything, so nothing falls between a read
 and the live tail; it sends each sequence at most once (dedup by seq) and catches up from the
 durable log when it lagged. Event frames are built by concatenating the stored wire JSON.
@@ -11,16 +13,12 @@ import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from functools import lru_cache, partial
+from functools import lru_cache
 
 from core.bus import EventBus
-from core.engine import Engine
-from core.errors import DomainError
-from core.store.database import ReadUnit, Store
-from core.store.events import CommittedEvent, LogBounds
+from core.event_feed import REPLAY_BATCH, CommittedEvent, EventFeed
 
 log = logging.getLogger(__name__)
-REPLAY_BATCH = 500
 # The heartbeat comes from the stream itself (one task fewer per idle stream than
 # sse-starlette's own pinger); sse-starlette still applies the send timeout to it.
 PING = b": ping\n\n"
@@ -43,25 +41,6 @@ def event_frame(ev: CommittedEvent) -> bytes:
 def data_frame(data: str, seq: int | None = None) -> bytes:
     head = f"id: {seq}\n" if seq is not None else ""
     return f"{head}data: {data}\n\n".encode()
-
-
-def _log_after(seq: int, session: str | None, read: ReadUnit) -> list[CommittedEvent]:
-    return read.events.after(seq, session=session, limit=REPLAY_BATCH)
-
-
-def resync_reason(after: int, bounds: LogBounds) -> str | None:
-    """Why `after` cannot be replayed from a log with `bounds`, or None when it can."""
-    if after > bounds.last:
-        return "position is ahead of the event log"
-    if bounds.first is not None and after < bounds.first - 1:
-        return "position is older than the retained event log"
-    return None
-
-
-class TooManyStreamsError(DomainError):
-    code = "too_many_streams"
-    status = 429
-    title = "Too many open event streams"
 
 
 class StreamSlots:
@@ -93,8 +72,7 @@ class EventStream:
     def __init__(
         self,
         *,
-        engine: Engine,
-        store: Store,
+        feed: EventFeed,
         bus: EventBus,
         device_id: str,
         session: str | None,
@@ -104,7 +82,7 @@ class EventStream:
         slots: StreamSlots,
         still_paired: Callable[[], Awaitable[bool]],
     ) -> None:
-        self._engine, self._store, self._bus = engine, store, bus
+        self._feed, self._bus = feed, bus
         self._slots, self._still_paired = slots, still_paired
         self._ping = ping
         self._device_id, self._session, self._after = device_id, session, after
@@ -126,8 +104,7 @@ class EventStream:
             if self._after is None:
                 yield await self._welcome()
             else:
-                bounds = await self._store.read(lambda r: r.events.bounds())
-                reason = resync_reason(self._after, bounds)
+                reason = await self._feed.resync(self._after)
                 if reason is not None:
                     yield data_frame(json.dumps({"kind": "resync", "reason": reason}))
                     yield await self._welcome()
@@ -160,7 +137,7 @@ class EventStream:
 
     async def _welcome(self) -> bytes:
         try:
-            snapshots, through = await self._engine.sessions_frame(self._session)
+            snapshots, through = await self._feed.welcome(self._session)
         except Exception as exc:
             # The protocol's explicit failure frame: clients keep their last good list. The
             # stream then ends, as it has no position to continue from.
@@ -179,7 +156,7 @@ class EventStream:
     async def _replay(self) -> AsyncIterator[bytes]:
         """Events after `self.last` from the durable log, in batches, until caught up."""
         while True:
-            batch = await self._store.read(partial(_log_after, self.last, self._session))
+            batch = await self._feed.after(self.last, self._session)
             if batch:
                 self.last = batch[-1].seq
                 yield b"".join(event_frame(ev) for ev in batch)

@@ -7,9 +7,10 @@ agent failures turned into errors a person can act on (step, authMethods, stderr
 
 from __future__ import annotations
 
-from core.agents.client import AgentProcess
+from core.agents.port import Agent
 from core.agents.updates import AcpSessionInfo, AgentError
 from core.errors import AgentAuthRequiredError, DomainError
+from core.live import LiveSession
 from core.mcp_servers import dump_mcp_servers, require_supported
 from core.protocol import (
     ConfigOption,
@@ -22,20 +23,22 @@ from core.protocol import (
     Modes,
     ModesState,
 )
+from core.reporter import Reporter
 from core.session import SessionRecord
+from core.store.database import Store, UnitOfWork
 
 # The record fields `adopt` may change (the columns a caller persists).
 ADOPTED_FIELDS = ("acp_session_id", "models", "config_options", "modes", "model")
 
 
-async def open_new(agent: AgentProcess, record: SessionRecord) -> AcpSessionInfo:
+async def open_new(agent: Agent, record: SessionRecord) -> AcpSessionInfo:
     """`session/new` with the record's MCP servers (refused first when the agent did not
     advertise a transport they use); raises McpUnsupportedError or AgentError."""
     require_supported(record.mcp_servers, http=agent.mcp_http, sse=agent.mcp_sse)
     return await agent.new_session(record.cwd, dump_mcp_servers(record.mcp_servers))
 
 
-async def restore(agent: AgentProcess, record: SessionRecord) -> AcpSessionInfo | None:
+async def restore(agent: Agent, record: SessionRecord) -> AcpSessionInfo | None:
     """Reattach to the record's ACP session: `session/resume` when the agent advertises it,
     else `session/load`; None when it can do neither (or there is nothing to restore)."""
     if not record.acp_session_id:
@@ -115,7 +118,7 @@ def state_events(record: SessionRecord) -> list[Event]:
 
 
 async def apply_model(
-    agent: AgentProcess, acp_session: str, record: SessionRecord, model: str
+    agent: Agent, acp_session: str, record: SessionRecord, model: str
 ) -> SessionRecord:
     """Make the agent use `model`: through its model config option when it has one (that is
     what OpenCode reads), else `session/set_model`; returns the record reflecting it."""
@@ -132,7 +135,7 @@ async def apply_model(
 
 
 async def apply_mode(
-    agent: AgentProcess, acp_session: str, record: SessionRecord, mode_id: str
+    agent: Agent, acp_session: str, record: SessionRecord, mode_id: str
 ) -> SessionRecord:
     """Switch the agent's mode: through its mode config option when it has one, else
     `session/set_mode`; returns the record with `mode_id` current."""
@@ -164,3 +167,68 @@ def agent_failure(exc: AgentError, fallback: DomainError) -> DomainError:
     if exc.stderr_tail:
         error.details["stderr_tail"] = exc.stderr_tail
     return error
+
+
+async def attach(
+    live: LiveSession, agent: Agent, rid: str | None, store: Store, reporter: Reporter
+) -> str:
+    """The ACP session of the session's (revived) agent: the current one, else resumed or
+    loaded (else a fresh one, with a warning), with the session's MCP servers and its chosen
+    model and mode re-applied; what the agent reported is persisted and announced."""
+    if live.acp_session_id is not None:
+        return live.acp_session_id
+    record = live.record
+    chosen_model = record.current_model()
+    chosen_mode = record.modes.current if record.modes is not None else ""
+    info = None
+    try:
+        info = await restore(agent, record)
+    except AgentError as exc:
+        if exc.auth_required:
+            raise
+        await reporter.warn(
+            live.id,
+            rid,
+            f"couldn't restore this session's saved context ({exc.message}); "
+            "the transcript is kept, but the agent is starting with a fresh memory",
+        )
+    if info is None:
+        info = await open_new(agent, record)
+    updated, _ = adopt(record, info)
+    # Re-apply what the session had chosen when the agent came back with something else, or
+    # did not say (a resume answer may omit models/modes): setting it again is harmless.
+    said_model = info.models is not None or model_option(info.config_options) is not None
+    said_mode = info.modes is not None or mode_option(info.config_options) is not None
+    if (
+        chosen_model
+        and record.models is not None
+        and (not said_model or updated.current_model() != chosen_model)
+    ):
+        try:
+            updated = await apply_model(agent, info.acp_session_id, updated, chosen_model)
+        except AgentError as exc:
+            await reporter.warn(live.id, rid, f"{chosen_model} wasn't accepted: {exc.message}")
+    modes = updated.modes
+    offered = {m.id for m in modes.available} if modes is not None else set()
+    if (
+        modes is not None
+        and chosen_mode in offered
+        and (not said_mode or modes.current != chosen_mode)
+    ):
+        try:
+            updated = await apply_mode(agent, info.acp_session_id, updated, chosen_mode)
+        except AgentError as exc:
+            message = f"mode {chosen_mode} wasn't accepted: {exc.message}"
+            await reporter.warn(live.id, rid, message)
+    events = state_events(updated)
+
+    def persist(uow: UnitOfWork) -> None:
+        uow.sessions.update(updated, ADOPTED_FIELDS)
+        for ev in events:
+            uow.emit(ev)
+
+    await store.write(persist)
+    adopted = {name: getattr(updated, name) for name in ADOPTED_FIELDS}
+    live.record = live.record.evolve(**adopted)
+    live.acp_session_id = info.acp_session_id
+    return info.acp_session_id

@@ -44,6 +44,7 @@ class LiveTurn:
     parked: dict[str, ParkedInput] = field(default_factory=dict)
     accepted: bool = False  # turn_started was committed
     cancel_requested: bool = False  # a cancel was forwarded to the agent during this turn
+    task: asyncio.Task[None] | None = None  # the supervised task running the turn
 
     def pending(self) -> list[PendingInput]:
         return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)

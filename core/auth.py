@@ -18,46 +18,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.bus import EventBus
-from core.errors import DomainError
+from core.devices import Device
+from core.errors import (
+    DeviceNotFoundError,
+    InvalidPairingTokenError,
+    InvalidTicketError,
+    RateLimitedError,
+    UnauthorizedError,
+)
 from core.scopes import ALL_SCOPES, Scope
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
-from core.store.devices import Device, DeviceRepository
+from core.store.devices import DeviceRepository
 
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
 BEARER_CACHE_SECONDS = 10.0
 MAX_KNOWN_BEARERS = 4096  # bearers remembered as verified (they pass the failure limiter)
-
-
-class UnauthorizedError(DomainError):
-    code = "unauthorized"
-    status = 401
-    title = "Authentication required"
-
-
-class InvalidPairingTokenError(DomainError):
-    code = "invalid_pairing_token"
-    status = 401
-    title = "Invalid, expired or used pairing token"
-
-
-class InvalidTicketError(DomainError):
-    code = "invalid_ticket"
-    status = 401
-    title = "Invalid, expired or used stream ticket"
-
-
-class RateLimitedError(DomainError):
-    code = "rate_limited"
-    status = 429
-    title = "Too many attempts"
-
-
-class DeviceNotFoundError(DomainError):
-    code = "no_such_device"
-    status = 404
-    title = "No such device"
 
 
 def new_secret() -> str:

@@ -1,19 +1,34 @@
-"""Domain errors with stable codes; api/errors.py maps them to problem+json.
+"""Every error the core reports to a client: one tree of stable codes, no HTTP in it.
 
-The domain never speaks HTTP, but each error carries the status the API contract assigns to it
-(API.md §3) so the mapping lives in one table instead of a chain of isinstance checks.
+A `DomainError` carries a stable `code`, a human `title` and a message; the HTTP status of
+each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. The tree:
+
+    DomainError
+    ├── sessions:    SessionNotFoundError, SessionUnavailableError, InvalidCwdError,
+    │                CapacityError, TurnAlreadyRunningError, TurnFailedError
+    ├── turns:       PermissionNotPendingError, InvalidOptionError, BudgetExceededError
+    ├── settings:    OperationFailedError, UnknownModelError, UnknownModeError
+    ├── agents:      UnknownProviderError, ProviderUnavailableError, AgentAuthRequiredError,
+    │                InvalidMcpServerError, McpUnsupportedError
+    ├── worktrees:   WorktreeError ← BaselineChangedError, WorktreeUnavailableError
+    ├── reads:       TranscriptCursorError, InvalidUsageQueryError
+    ├── store:       StoreUnavailableError, RequestIdReusedError
+    └── devices:     UnauthorizedError, InvalidPairingTokenError, InvalidTicketError,
+                     RateLimitedError, DeviceNotFoundError, InsufficientScopeError
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.protocol import BudgetLimit, BudgetUsed
 
 
 class DomainError(Exception):
     """Base of every error the core reports to a client."""
 
     code: str = "domain_error"
-    status: int = 400
     title: str = "Request failed"
 
     def __init__(
@@ -34,105 +49,232 @@ class DomainError(Exception):
         self.details: dict[str, Any] = {}
 
 
+# -- sessions ----------------------------------------------------------------------------------
+
+
 class SessionNotFoundError(DomainError):
     code = "no_such_session"
-    status = 404
     title = "No such session"
-
-
-class InvalidCwdError(DomainError):
-    code = "invalid_cwd"
-    status = 422
-    title = "Invalid working directory"
-
-
-class TurnAlreadyRunningError(DomainError):
-    code = "turn_already_running"
-    status = 409
-    title = "A turn is already running"
-
-
-class PermissionNotPendingError(DomainError):
-    code = "permission_not_pending"
-    status = 409
-    title = "Permission is not pending"
-
-
-class InvalidOptionError(DomainError):
-    code = "invalid_option"
-    status = 409
-    title = "Option was not offered"
-
-
-class CapacityError(DomainError):
-    code = "capacity"
-    status = 503
-    title = "Live-agent limit reached"
-
-
-class StoreUnavailableError(DomainError):
-    code = "store_unavailable"
-    status = 503
-    title = "Store unavailable"
 
 
 class SessionUnavailableError(DomainError):
     """The session exists but cannot take the request (discarded worktree, missing cwd...)."""
 
     code = "session_unavailable"
-    status = 409
     title = "Session unavailable"
+
+
+class InvalidCwdError(DomainError):
+    code = "invalid_cwd"
+    title = "Invalid working directory"
+
+
+class CapacityError(DomainError):
+    code = "capacity"
+    title = "Live-agent limit reached"
+
+
+class TurnAlreadyRunningError(DomainError):
+    code = "turn_already_running"
+    title = "A turn is already running"
 
 
 class TurnFailedError(DomainError):
     """A prompt was rejected before `turn_started` (persist failure, revive failure)."""
 
     code = "turn_failed"
-    status = 503
     title = "Turn could not start"
+
+
+# -- turns -------------------------------------------------------------------------------------
+
+
+class PermissionNotPendingError(DomainError):
+    code = "permission_not_pending"
+    title = "Permission is not pending"
+
+
+class InvalidOptionError(DomainError):
+    code = "invalid_option"
+    title = "Option was not offered"
+
+
+class BudgetExceededError(DomainError):
+    """A prompt refused because the session's budget is exceeded (with the figures)."""
+
+    code = "budget_exceeded"
+    title = "Budget exceeded"
+
+    def __init__(
+        self, message: str, *, limit: BudgetLimit, used: BudgetUsed, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.limit, self.used = limit, used
+        self.details = {"limit": limit.model_dump(), "used": used.model_dump()}
+
+
+# -- session settings --------------------------------------------------------------------------
 
 
 class OperationFailedError(DomainError):
     """A non-terminal op failure the protocol reports as an error event (model, config...)."""
 
     code = "operation_failed"
-    status = 409
     title = "Operation failed"
-
-
-class TranscriptCursorError(DomainError):
-    code = "transcript_error"
-    status = 400
-    title = "Invalid transcript cursor"
-
-
-class RequestIdReusedError(DomainError):
-    code = "request_id_reused"
-    status = 409
-    title = "request_id reused with a different body"
-
-
-class NotImplementedOpError(DomainError):
-    code = "not_implemented"
-    status = 501
-    title = "Not implemented"
 
 
 class UnknownModelError(DomainError):
     code = "unknown_model"
-    status = 422
     title = "Unknown model"
 
 
 class UnknownModeError(DomainError):
     code = "unknown_mode"
-    status = 422
     title = "Unknown session mode"
+
+
+# -- agents and providers ----------------------------------------------------------------------
+
+
+class UnknownProviderError(DomainError):
+    code = "unknown_provider"
+    title = "Unknown provider"
+
+
+class ProviderUnavailableError(DomainError):
+    code = "provider_unavailable"
+    title = "Provider unavailable"
 
 
 class AgentAuthRequiredError(DomainError):
     """The agent refused to work until someone logs in (ACP error -32000 / authMethods)."""
 
     code = "agent_auth_required"
-    status = 503
     title = "The agent needs authentication"
+
+
+class InvalidMcpServerError(DomainError):
+    code = "invalid_mcp_server"
+    title = "Invalid MCP server"
+
+
+class McpUnsupportedError(DomainError):
+    code = "mcp_unsupported"
+    title = "MCP transport not supported by this agent"
+
+
+# -- worktrees (protocol.txt new_session, API.md §4) -------------------------------------------
+
+
+class WorktreeError(DomainError):
+    """A baseline could not be resolved, or a session checkout could not be made or used."""
+
+    code = "worktree_error"
+    title = "Worktree operation failed"
+
+
+class BaselineChangedError(WorktreeError):
+    """The previewed worktree_base_sha no longer matches the freshly resolved local ref."""
+
+
+class WorktreeUnavailableError(WorktreeError):
+    """A session's checkout is gone, replaced, or no longer a worktree on its branch."""
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+class TranscriptCursorError(DomainError):
+    code = "transcript_error"
+    title = "Invalid transcript cursor"
+
+
+class InvalidUsageQueryError(DomainError):
+    code = "invalid_usage_query"
+    title = "Invalid usage query"
+
+
+class InvalidQueryError(DomainError):
+    """A search query the syntax cannot parse (core/search/query.py)."""
+
+    code = "invalid_query"
+    title = "Invalid search query"
+
+
+class InvalidSearchCursorError(DomainError):
+    code = "invalid_cursor"
+    title = "Invalid search cursor"
+
+
+# -- notifications (core/notify/) ---------------------------------------------------------------
+
+
+class UnknownEventError(DomainError):
+    code = "unknown_event"
+    title = "Unknown event name"
+
+
+class InvalidWebhookUrlError(DomainError):
+    code = "invalid_webhook_url"
+    title = "Invalid webhook URL"
+
+
+class WebhookNotFoundError(DomainError):
+    code = "no_such_webhook"
+    title = "No such webhook"
+
+
+class InvalidPushSubscriptionError(DomainError):
+    code = "invalid_push_subscription"
+    title = "Invalid push subscription"
+
+
+class PushSubscriptionNotFoundError(DomainError):
+    code = "no_such_push_subscription"
+    title = "No such push subscription"
+
+
+# -- store and idempotency ---------------------------------------------------------------------
+
+
+class StoreUnavailableError(DomainError):
+    code = "store_unavailable"
+    title = "Store unavailable"
+
+
+class RequestIdReusedError(DomainError):
+    code = "request_id_reused"
+    title = "request_id reused with a different body"
+
+
+# -- devices (API.md §2) -----------------------------------------------------------------------
+
+
+class UnauthorizedError(DomainError):
+    code = "unauthorized"
+    title = "Authentication required"
+
+
+class InvalidPairingTokenError(DomainError):
+    code = "invalid_pairing_token"
+    title = "Invalid, expired or used pairing token"
+
+
+class InvalidTicketError(DomainError):
+    code = "invalid_ticket"
+    title = "Invalid, expired or used stream ticket"
+
+
+class RateLimitedError(DomainError):
+    code = "rate_limited"
+    title = "Too many attempts"
+
+
+class DeviceNotFoundError(DomainError):
+    code = "no_such_device"
+    title = "No such device"
+
+
+class InsufficientScopeError(DomainError):
+    code = "insufficient_scope"
+    title = "The device's scopes do not allow this"

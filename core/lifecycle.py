@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from core.acp_sessions import adopt, agent_failure, open_new
 from core.agents.updates import AgentError
 from core.errors import (
     DomainError,
     InvalidCwdError,
+    ProviderUnavailableError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
     TurnFailedError,
 )
 from core.live import LiveSession
+from core.live_agents import LiveAgents
 from core.mcp_servers import merge_mcp_servers, parse_mcp_servers
 from core.outcomes import (
     WorktreeDiscarded,
@@ -32,24 +34,40 @@ from core.protocol import (
     WorktreeBase,
     provider_key,
 )
-from core.providers import ProviderUnavailableError
+from core.providers import ProviderRegistry
+from core.reporter import Reporter
 from core.session import SessionRecord
-from core.store.database import UnitOfWork
+from core.store.database import Store, UnitOfWork
+from core.usage import UsageLedger
 from core.worktrees import (
     create_worktree_async,
     discard_worktree_async,
 )
-
-if TYPE_CHECKING:
-    from core.engine import Engine
 
 log = logging.getLogger(__name__)
 DELETE_GRACE = 0.5  # per step when ending a deleted session's agent (EOF, then SIGTERM)
 
 
 class SessionLifecycle:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """Creates, deletes and discards the worktree of sessions; worktrees go under `worktrees`,
+    and `stop_turn` ends a session's running turn before it is deleted."""
+
+    def __init__(
+        self,
+        live: LiveAgents,
+        store: Store,
+        reporter: Reporter,
+        providers: ProviderRegistry,
+        *,
+        worktrees: Path,
+        stop_turn: Callable[[LiveSession], Awaitable[None]],
+    ) -> None:
+        self._live = live
+        self._store = store
+        self._reporter = reporter
+        self._providers = providers
+        self._worktrees = worktrees
+        self._stop_turn = stop_turn
 
     async def new_session(self, op: NewSessionOp, device_id: str | None = None) -> SessionSnapshot:
         rid = op.request_id
@@ -58,11 +76,11 @@ class SessionLifecycle:
         except DomainError as exc:
             # Creation errors are terminal, not session-scoped, and correlated (§3.6).
             exc.session, exc.request_id = None, rid
-            raise await self.engine.reject(exc, terminal=True) from None
+            raise await self._reporter.reject(exc, terminal=True) from None
 
     async def _create(self, op: NewSessionOp, device_id: str | None) -> SessionSnapshot:
         key = provider_key(op.provider)
-        entry = self.engine.providers.get(key)  # unknown provider fails before the disk
+        entry = self._providers.get(key)  # unknown provider fails before the disk
         requested = parse_mcp_servers(op.mcp_servers)  # so does a malformed MCP server
         source = resolve_cwd(op.cwd)
         session_id = str(uuid.uuid4())
@@ -81,7 +99,7 @@ class SessionLifecycle:
                 session_id,
                 op.worktree_base or WorktreeBase.CURRENT,
                 op.worktree_base_sha,
-                self.engine.home / "worktrees",
+                self._worktrees,
             )
             record = record.evolve(
                 cwd=created.cwd,
@@ -90,9 +108,9 @@ class SessionLifecycle:
                 worktree_baseline=created.baseline,
                 worktree_identity=created.identity,
             )
-        live = LiveSession(record=record)
+        live = self._live.new(record)
         try:
-            agent = await self.engine.spawn_agent(live)
+            agent = await self._live.spawn(live)
             # The ACP session exists from the start, so the 201 snapshot already offers the
             # agent's models, modes and config options (and a refusal leaves nothing behind).
             try:
@@ -102,9 +120,9 @@ class SessionLifecycle:
                     f"{entry.display_name} refused to start a session: {exc.message}",
                     session=session_id,
                 )
-                self.engine.providers.observe_auth(key, required=exc.auth_required)
+                self._providers.observe_auth(key, required=exc.auth_required)
                 raise agent_failure(exc, refused) from exc
-            self.engine.providers.observe_auth(key, required=False)
+            self._providers.observe_auth(key, required=False)
             record, state = adopt(record, info)
             live.record, live.acp_session_id = record, info.acp_session_id
             created_event = SessionCreated(
@@ -116,7 +134,7 @@ class SessionLifecycle:
                 request_id=op.request_id,
             )
 
-            inherit_budget = self.engine.usage.inherit(device_id, session_id)
+            inherit_budget = UsageLedger.inherit(device_id, session_id)
 
             def persist(uow: UnitOfWork) -> None:
                 uow.sessions.insert(record)
@@ -126,16 +144,15 @@ class SessionLifecycle:
                     uow.emit(event)
 
             try:
-                await self.engine.store.write(persist)
+                await self._store.write(persist)
             except Exception as exc:
                 raise TurnFailedError(f"couldn't persist new session: {exc}") from exc
         except BaseException:
-            await self.engine.close_agent(live)
-            self.engine.handlers.pop(session_id, None)
+            await self._live.close(live)
             if created is not None:
                 await discard_worktree_async(created)
             raise
-        self.engine.live_sessions[session_id] = live
+        self._live.add(live)
         return record.snapshot()
 
     async def delete_session(self, session_id: str) -> None:
@@ -144,11 +161,9 @@ class SessionLifecycle:
         The agent is ended in the background (session/close, EOF, TERM, KILL within about
         1.5 s), so the answer never waits on an agent that ignores all but SIGKILL.
         """
-        live = await self.engine.load(session_id)
-        if live.turn is not None:
-            await self.engine.turns.cancel(session_id)
-            await self.engine.turn_tasks.cancel(f"turn-{session_id}")
-        self.engine.retire_agent(live, DELETE_GRACE)
+        live = await self._live.load(session_id)
+        await self._stop_turn(live)
+        self._live.retire(live, DELETE_GRACE)
         async with live.lock:
             record = live.record.evolve(archived=True)
 
@@ -156,12 +171,11 @@ class SessionLifecycle:
                 uow.sessions.update(record, ("archived",))
                 uow.emit(SessionDeleted(session=session_id))
 
-            await self.engine.store.write(archive)
-        self.engine.live_sessions.pop(session_id, None)
-        self.engine.handlers.pop(session_id, None)
+            await self._store.write(archive)
+        self._live.drop(session_id)
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
-        live = await self.engine.load(session_id)
+        live = await self._live.load(session_id)
         async with live.lock:
             if live.turn is not None:
                 raise TurnAlreadyRunningError(
@@ -173,10 +187,10 @@ class SessionLifecycle:
                 raise SessionUnavailableError(
                     "this session has no worktree to discard", session=session_id
                 )
-            await self.engine.close_agent(live)  # its cwd is about to disappear
+            await self._live.close(live)  # its cwd is about to disappear
             result = await discard_worktree_async(identity)
             record = live.record.evolve(worktree_discarded=True)
-            await self.engine.store.write(
+            await self._store.write(
                 lambda uow: uow.sessions.update(record, ("worktree_discarded",))
             )
             live.record = record

@@ -1,4 +1,4 @@
-"""In-memory state of a session loaded in this process: its record, agent and turn slot.
+"""In-memory state of a session loaded in this process: its record, agent, handler and turn.
 
 `LiveSession.lock` serialises every state change of one session (activity revisions, policy,
 model), so revisions are persisted and broadcast in order (original-behaviour §4.1).
@@ -8,18 +8,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
+from typing import Protocol
 
 from core.activity import LiveTurn
-from core.agents.client import AgentProcess
+from core.agents.port import Agent
+from core.agents.updates import AgentHandler
 from core.session import SessionRecord
+
+
+class SessionFeed(AgentHandler, Protocol):
+    """The session's side of its agent connection (core/agent_feed.py `AgentFeed`): what the
+    turn needs beyond the callbacks, to order its closing events after the agent's output."""
+
+    async def flush(self) -> None:
+        """Wait until every queued update is committed."""
+
+    def take_lost_writes(self) -> str | None:
+        """Why the turn must fail (updates that could not be committed), once; else None."""
 
 
 @dataclass(eq=False)
 class LiveSession:
     record: SessionRecord
+    # Builds the session's handler (given the session itself): one per session, for its life.
+    feed: InitVar[Callable[[LiveSession], SessionFeed]]
+    handler: SessionFeed = field(init=False)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    agent: AgentProcess | None = None
+    agent: Agent | None = None
     # The ACP session id valid for *this* agent process (None until session/new or load).
     acp_session_id: str | None = None
     turn: LiveTurn | None = None
@@ -29,6 +46,9 @@ class LiveSession:
     # The policy became stricter while the agent held grants: before the next turn the agent
     # is restarted, so its grants die with it (its ACP session is restored, else started fresh).
     needs_acp_restart: bool = False
+
+    def __post_init__(self, feed: Callable[[LiveSession], SessionFeed]) -> None:
+        self.handler = feed(self)
 
     @property
     def id(self) -> str:

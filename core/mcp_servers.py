@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from core.errors import DomainError
+from core.errors import InvalidMcpServerError, McpUnsupportedError
 from core.protocol import McpServerSummary
 
 McpTransport = Literal["stdio", "http", "sse"]
@@ -22,18 +22,6 @@ _MAX_TEXT = 4096
 _MAX_ITEMS = 128
 _STDIO_KEYS = frozenset({"type", "name", "command", "args", "env"})
 _REMOTE_KEYS = frozenset({"type", "name", "url", "headers"})
-
-
-class InvalidMcpServerError(DomainError):
-    code = "invalid_mcp_server"
-    status = 422
-    title = "Invalid MCP server"
-
-
-class McpUnsupportedError(DomainError):
-    code = "mcp_unsupported"
-    status = 422
-    title = "MCP transport not supported by this agent"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, get_args
 
 from pydantic import (
     BaseModel,
@@ -48,7 +48,8 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-BUILTIN_PROVIDERS: tuple[str, ...] = (
+# The documented builtin provider ids, spelled once: the tuple and the wire type derive from it.
+DocumentedProvider: TypeAlias = Literal[
     "claude_code",
     "codex",
     "grok",
@@ -58,23 +59,11 @@ BUILTIN_PROVIDERS: tuple[str, ...] = (
     "pi",
     "kimi",
     "zcode",
-)
+]
+BUILTIN_PROVIDERS: tuple[str, ...] = get_args(DocumentedProvider)
 # Serde spellings of the original core; accepted on input, never emitted (API.md §3).
 PROVIDER_ALIASES: dict[str, str] = {"open_code": "opencode", "z_code": "zcode"}
-
-BuiltinProvider: TypeAlias = Literal[
-    "claude_code",
-    "codex",
-    "grok",
-    "cursor",
-    "opencode",
-    "opencode2",
-    "pi",
-    "kimi",
-    "zcode",
-    "open_code",
-    "z_code",
-]
+BuiltinProvider: TypeAlias = Literal[DocumentedProvider, "open_code", "z_code"]
 
 
 class CustomProvider(BaseModel):
@@ -629,6 +618,8 @@ class PermissionRequest(_Event):
     request_id: str
     title: str
     options: list[tuple[str, str]]
+    # Additive: the ACP kind of the tool call asking (edit, execute, ...), when the agent says.
+    tool_kind: str | None = None
 
 
 class PermissionResolved(_Event):
@@ -762,6 +753,19 @@ class ErrorEvent(_Event):
     stderr_tail: str | None = None
 
 
+class WebhookDisabled(_Event):
+    """A webhook was disabled after repeated failed deliveries (issue 15); `PATCH
+    /v1/webhooks/{id}` with `{"enabled": true}` re-enables it. Not tied to a session."""
+
+    event: Literal["webhook_disabled"] = "webhook_disabled"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"session", "last_status"})
+    session: None = None
+    webhook: str
+    url: str
+    failures: int
+    last_status: int | None
+
+
 Event = Annotated[
     SessionCreated
     | SessionDeleted
@@ -782,7 +786,8 @@ Event = Annotated[
     | ConfigOptions
     | ExecutionPolicyChanged
     | TurnEnded
-    | ErrorEvent,
+    | ErrorEvent
+    | WebhookDisabled,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.client import LaunchSpec
-from core.errors import DomainError
-from core.mcp_servers import InvalidMcpServerError, McpServer, parse_mcp_servers
+from core.agents.port import LaunchSpec
+from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
+from core.mcp_servers import McpServer, parse_mcp_servers
 from core.protocol import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
@@ -34,18 +34,6 @@ _TABLE_KEYS = frozenset({"command", "args", "env", "display_name", "mcp_servers"
 # npx options that take no value; anything else starting with "-" is not understood here.
 _NPX_FLAGS = frozenset({"-y", "--yes", "-q", "--quiet", "--no-install", "--prefer-offline"})
 _MAX_NAME = 128
-
-
-class UnknownProviderError(DomainError):
-    code = "unknown_provider"
-    status = 422
-    title = "Unknown provider"
-
-
-class ProviderUnavailableError(DomainError):
-    code = "provider_unavailable"
-    status = 503
-    title = "Provider unavailable"
 
 
 class ProviderConfigError(Exception):
@@ -140,9 +128,11 @@ def builtin_entries(home: Path) -> list[ProviderEntry]:
             key=DEMO_KEY,
             display_name="Echo (demo agent)",
             command=sys.executable,
-            args=("-m", "core.agents.demo_agent"),
-            # The demo must import `core` whatever the session cwd; its sessions survive
-            # restarts (session/load) by living under the home directory.
+            # -P: the session folder is not put on sys.path, so a project with its own `core`
+            # package (or core.py) cannot shadow c2's. PYTHONPATH then finds c2's `core`
+            # whatever the cwd; its sessions survive restarts (session/load) by living under
+            # the home directory.
+            args=("-P", "-m", "core.agents.demo_agent"),
             env={"PYTHONPATH": python_path, "DEMO_AGENT_STATE_DIR": str(home / "demo-agent")},
         ),
     ]

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from core.errors import DomainError
-
 
 class Scope(StrEnum):
     READ = "read"
@@ -27,12 +25,6 @@ _ORDER = {scope: i for i, scope in enumerate(Scope)}
 
 class UnknownScopeError(ValueError):
     """A scope name that is not one of the four (`c2 pair --scopes`)."""
-
-
-class InsufficientScopeError(DomainError):
-    code = "insufficient_scope"
-    status = 403
-    title = "The device's scopes do not allow this"
 
 
 def parse_scopes(text: str) -> frozenset[Scope]:

@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 
 
 class Supervisor:
+    """A named set of owned tasks: spawned here, logged if they fail, cancelled on close."""
+
     def __init__(self, name: str) -> None:
         self.name = name
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -30,18 +32,9 @@ class Supervisor:
         if not task.cancelled() and task.exception() is not None:
             log.error("%s task %s failed", self.name, task.get_name(), exc_info=task.exception())
 
-    async def cancel(self, name: str) -> None:
-        """Cancel the tasks called `name` and wait for them to unwind."""
-        doomed = [t for t in self._tasks if t.get_name() == name]
-        for task in doomed:
-            task.cancel()
-        await asyncio.gather(*doomed, return_exceptions=True)
-
     async def close(self) -> None:
+        """Cancel every task still running and wait for them to unwind."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-    def __len__(self) -> int:
-        return len(self._tasks)

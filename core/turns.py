@@ -1,393 +1,397 @@
-"""Agent → core traffic of one live session: updates become transcript rows and events,
-permission requests are decided by policy or parked until a client answers.
+"""Prompt turns: acceptance (prompt row + running revision + turn_started in one commit), the
+supervised turn task (revive, compile, lazy ACP session, prompt), its end, cancel and answers
+to parked permissions (protocol: turn_started, Durable session activity, Permission parking).
 
-Each update's row and event commit in one transaction before any client sees the event
-(protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
-by fsync; the writer commits them in order and in groups. An update the store cannot commit
-fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
-`failed` with a terminal error naming the cause (never a silent gap in the transcript).
+Longer than ~300 lines on purpose: every path that starts, ends or interrupts a turn is here,
+because the rules between them (one turn per session, a stale owner never ends a newer turn,
+parked inputs drained before the end commits) only hold when read together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Literal
 
-from core.acp_sessions import effective_models, mode_option, model_option
-from core.activity import LiveTurn, ParkedInput, advance, next_sequence
-from core.agents.updates import (
-    AgentUpdate,
-    ConfigOptionsUpdate,
-    ModeUpdate,
-    PermissionAsk,
-    PlanUpdate,
-    TextChunk,
-    ThoughtChunk,
-    ToolCallUpdate,
-    TurnUsage,
-    UsageUpdate,
+from core.acp_sessions import agent_failure, attach
+from core.activity import INTERRUPTED, LiveTurn, is_busy
+from core.agents.updates import AgentError
+from core.commits import commit_activity, record_resolution
+from core.errors import (
+    DomainError,
+    InvalidOptionError,
+    PermissionNotPendingError,
+    SessionUnavailableError,
+    TurnAlreadyRunningError,
+    TurnFailedError,
 )
-from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
+from core.live import LiveSession, SessionFeed
+from core.live_agents import LiveAgents
+from core.outcomes import AnswerResult, CancelResult, PromptAccepted
+from core.prompt_compiler import PromptCompiler
+from core.prompts import canonical_text, derive_title, display_text
 from core.protocol import (
-    AgentText,
-    AgentThought,
     AnsweredBy,
-    ConfigOptions,
-    ContextWindow,
-    ContextWindowEvent,
+    AnswerPermissionOp,
+    Doc,
+    ErrorEvent,
     Event,
     FailedState,
     IdleState,
-    Modes,
-    Part,
-    PendingInput,
-    PermissionPart,
-    PermissionRequest,
-    PermissionResolved,
-    PlanEvent,
-    PlanPart,
-    ReasoningPart,
-    RunState,
-    SessionActivityChanged,
-    TextPart,
-    ToolCall,
-    ToolCallPart,
-    Usage,
+    PromptOp,
+    PromptPart,
+    RunningState,
+    SessionTitleChanged,
+    StopReason,
+    TurnEnded,
+    TurnStarted,
 )
+from core.providers import ProviderRegistry
+from core.reporter import Reporter
+from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork
-from core.store.faults import describe
-
-if TYPE_CHECKING:
-    from core.live import LiveSession
-    from core.usage import UsageLedger, UsageStep
+from core.supervisor import Supervisor
+from core.usage import UsageLedger
+from core.worktrees import validate_worktree_async
 
 log = logging.getLogger(__name__)
-# Queued-but-uncommitted updates per session before the reader waits for the writer.
-MAX_IN_FLIGHT = 128
+GRANTS_RESET = (
+    "the execution policy became stricter, so the agent was restarted to drop the permissions "
+    "granted to it; it can't restore this session's context, so it starts with a fresh memory "
+    "(the transcript is kept)"
+)
+# How long an agent may take to honour session/cancel before c2 ends the turn `cancelled`
+# itself and restarts the agent (it is revived on the next prompt).
+CANCEL_GRACE_SECONDS = 5.0
+CANCEL_CLOSE_GRACE = 1.0  # per step when ending that agent (EOF, then SIGTERM)
+DISCARDED = (
+    "session worktree was permanently discarded; start a new session from the source project"
+)
 
 
-class SessionHandler:
-    """The AgentHandler of one live session."""
+class TurnRunner:
+    """Runs prompt turns: one supervised task per turn, which outlives the request that
+    started it (API.md §3); cancels them and answers the permissions parked in them."""
 
-    def __init__(self, live: LiveSession, store: Store, usage: UsageLedger | None = None) -> None:
+    def __init__(
+        self,
+        live: LiveAgents,
+        store: Store,
+        reporter: Reporter,
+        usage: UsageLedger,
+        providers: ProviderRegistry,
+        compiler: PromptCompiler,
+    ) -> None:
         self._live = live
         self._store = store
-        self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
-        self._in_flight: deque[asyncio.Future[None]] = deque()
-        self._lost: LostWrites | None = None  # this turn's updates that could not be committed
-        self._cancels: set[asyncio.Task[None]] = set()
+        self._reporter = reporter
+        self._usage = usage
+        self._providers = providers
+        self._compiler = compiler
+        self._tasks = Supervisor("turn")
+        self._escalations: set[str] = set()  # turn ids with a cancel deadline running
 
-    # -- updates -------------------------------------------------------------------------------
-
-    async def on_update(self, update: AgentUpdate) -> None:
-        sid = self._live.id
-        write: Callable[[UnitOfWork], None]
-        ledger: UsageStep | None = None
-        row = transcript_row(sid, update)
-        if row is not None:
-            part, event_at = row
-
-            def write(uow: UnitOfWork) -> None:
-                uow.emit(event_at(uow.parts.append(sid, "agent", part)))
-
-        elif isinstance(update, UsageUpdate):
-            # Session-level state, not transcript content (protocol: context_window).
-            window = ContextWindow(used_tokens=update.used, context_window=update.size)
-            self._live.record = self._live.record.evolve(context_window=window)
-            record = self._live.record
-
-            cost = update.cost
-            if self._usage is not None:
-                ledger = self._usage.context(self._live, update.used, update.size, cost)
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("context_window",))
-                uow.emit(
-                    Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
-                )
-                uow.emit(
-                    ContextWindowEvent(
-                        session=sid,
-                        used_tokens=window.used_tokens,
-                        context_window=window.context_window,
-                    )
-                )
-                if ledger is not None:
-                    ledger(uow)
-
-        elif isinstance(update, TurnUsage):
-            usage = Usage(
-                session=sid,
-                input_tokens=update.input_tokens,
-                output_tokens=update.output_tokens,
-                total_tokens=update.total_tokens,
-                thought_tokens=update.thought_tokens,
-                cached_read_tokens=update.cached_read_tokens,
-                cached_write_tokens=update.cached_write_tokens,
-            )
-            if self._usage is not None:
-                ledger = self._usage.turn_usage(self._live, update)
-
-            def write(uow: UnitOfWork) -> None:
-                uow.emit(usage)
-                if ledger is not None:
-                    ledger(uow)
-
-        elif isinstance(update, ConfigOptionsUpdate):
-            options = update.options
-            changes: dict[str, Any] = {"config_options": options}
-            if (option := model_option(options)) is not None and option.current:
-                # The snapshot's model (and picker) follow the agent's model option.
-                known = self._live.record.models
-                changes["model"] = option.current
-                changes["models"] = effective_models(
-                    known.model_copy(update={"current": option.current}) if known else None,
-                    options,
-                )
-            known_modes = self._live.record.modes
-            if (modes_option := mode_option(options)) is not None and known_modes is not None:
-                current = {"current": modes_option.current}
-                changes["modes"] = known_modes.model_copy(update=current)
-            self._live.record = self._live.record.evolve(**changes)
-            record = self._live.record
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, tuple(changes))
-                uow.emit(ConfigOptions(session=sid, options=options))
-
-        elif isinstance(update, ModeUpdate):
-            modes = self._live.record.modes
-            if modes is None:
-                return  # a mode switch of an agent that never listed its modes
-            modes = modes.model_copy(update={"current": update.mode_id})
-            self._live.record = self._live.record.evolve(modes=modes)
-            record = self._live.record
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("modes",))
-                uow.emit(Modes(session=sid, available=modes.available, current=modes.current))
-
-        else:  # pragma: no cover - the union is closed
-            return
-        future = await self._queue(write)
-        if ledger is not None and future is not None:
-            future.add_done_callback(ledger.committed)  # acts on a budget crossing
-
-    async def _queue(self, write: Callable[[UnitOfWork], None]) -> asyncio.Future[None] | None:
-        if self._lost is not None:
-            self._lost.count += 1  # the turn is failing: nothing after a gap is kept
-            return None
-        future = self._store.submit(write)
-        future.add_done_callback(self._written)
-        self._in_flight.append(future)
-        while self._in_flight and self._in_flight[0].done():
-            self._in_flight.popleft()
-        if len(self._in_flight) > MAX_IN_FLIGHT:
-            await asyncio.wait([self._in_flight[-1]])
-        return future
-
-    def _written(self, future: asyncio.Future[None]) -> None:
-        if future.cancelled() or (exc := future.exception()) is None:
-            return
-        if self._lost is not None:
-            self._lost.count += 1
-            return
-        self._lost = LostWrites(cause=describe(exc))
-        log.error("agent update of %s was not persisted; failing its turn: %s", self._live.id, exc)
-        live = self._live
-        if live.agent is not None and live.acp_session_id is not None:
-            # The agent must not keep working while nothing of it is recorded.
-            task = asyncio.get_running_loop().create_task(live.agent.cancel(live.acp_session_id))
-            self._cancels.add(task)
-            task.add_done_callback(self._cancels.discard)
-
-    async def flush(self) -> None:
-        """Wait until every queued update is committed (before the turn's closing events)."""
-        if self._in_flight:
-            await asyncio.gather(*self._in_flight, return_exceptions=True)
-            self._in_flight.clear()
-
-    def take_lost_writes(self) -> str | None:
-        """Why the turn must fail (updates that could not be committed), once; None if every
-        update since the last call was committed. Call after `flush`."""
-        lost, self._lost = self._lost, None
-        if lost is None:
-            return None
-        return f"the agent's output could not be saved ({lost.count} update(s) lost): {lost.cause}"
-
-    # -- permissions ---------------------------------------------------------------------------
-
-    async def on_permission(self, ask: PermissionAsk) -> str | None:
-        live = self._live
-        decision = decide(live.record.policy, ask.kind)
-        if decision is not Decision.ASK:
-            # Automatic decisions emit nothing and leave activity alone (§2.2).
-            answer = automatic_answer(decision, ask.options)
-            if answer is not None or decision is Decision.DENY:
-                return answer
-            # Allowed, but the agent offers no one-shot allow: the user decides.
-        await self.flush()  # earlier stream events precede the park in the log
-        async with live.lock:
-            turn = live.turn
-            if turn is None or not turn.accepted:
-                return None  # no accepted turn to park in: answered cancelled (§5.1)
-            pending = PendingInput(
-                input_id=str(uuid.uuid4()),
-                title=ask.title,
-                options=[(oid, name) for oid, name, _kind in ask.options],
-                sequence=next_sequence(),
-            )
-            reply: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-            turn.parked[pending.input_id] = ParkedInput(pending=pending, reply=reply)
-            # Activity (awaiting_input) first, then the request itself (§5.1).
-            request = PermissionRequest(
-                session=live.id,
-                request_id=pending.input_id,
-                title=pending.title,
-                options=pending.options,
-            )
-            try:
-                await commit_turn_state(self._store, live, extra=(request,))
-            except Exception:
-                turn.parked.pop(pending.input_id, None)
-                log.exception("could not park permission request for %s", live.id)
-                return None
+    async def prompt(self, op: PromptOp) -> PromptAccepted:
+        rid = op.request_id
         try:
-            choice = await reply
-        except asyncio.CancelledError:
-            # The agent withdrew the request (it died or the connection closed): the input
-            # must not stay actionable. A turn that is ending drains it anyway.
-            await asyncio.shield(self._withdraw(turn, pending.input_id))
-            raise
-        if grants_standing_permission(choice, ask.options):
-            # The user's own "always": a stricter policy later restarts the agent's session.
-            live.agent_grants = True
-        return choice
-
-    async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
-        live = self._live
+            live = await self._live.load(op.session, rid)
+            await self._check_checkout(live.record, rid)
+            await self._usage.admit(live.id, rid)  # 409 budget_exceeded
+            if not live.agent_alive:
+                await self._live.make_room()  # refuse (503 capacity) before turn_started
+        except DomainError as exc:
+            raise await self._reporter.reject(exc, terminal=True) from None
         async with live.lock:
-            parked = turn.parked.pop(input_id, None) if live.turn is turn else None
-            if parked is not None:
-                resolved = record_resolution(live.id, parked.pending, None, None)
-                await commit_activity(self._store, live, turn.state(), after=(resolved,))
-
-
-def record_resolution(
-    sid: str, pending: PendingInput, option_id: str | None, answered_by: AnsweredBy | None
-) -> Callable[[UnitOfWork], None]:
-    """The write step that records how a parked permission was answered: a `permission`
-    transcript row and its `permission_resolved` event (answered_by None: by c2 itself)."""
-    part = PermissionPart(
-        input_id=pending.input_id,
-        title=pending.title,
-        option_id=option_id,
-        answered_by=answered_by,
-    )
-
-    def write(uow: UnitOfWork) -> None:
-        seq = uow.parts.append(sid, "agent", part)
-        uow.emit(
-            PermissionResolved(
-                session=sid,
-                request_id=pending.input_id,
-                option_id=option_id,
-                answered_by=answered_by,
-                transcript_seq=seq,
-            )
+            if live.turn is not None or is_busy(live.record.activity):
+                raise await self._reporter.reject(
+                    TurnAlreadyRunningError(
+                        "a turn is already running for this session",
+                        session=live.id,
+                        request_id=rid,
+                    ),
+                    terminal=False,
+                )
+            turn = LiveTurn(turn_id=str(uuid.uuid4()), request_id=rid)
+            live.turn = turn
+            try:
+                seq = await self._accept(live, turn, op)
+            except Exception as exc:
+                live.turn = None  # release the slot silently: the next prompt can start
+                error = TurnFailedError(
+                    f"couldn't persist prompt: {exc}", session=live.id, request_id=rid
+                )
+                raise await self._reporter.reject(error, terminal=True) from exc
+            turn.accepted = True
+        live.touch()
+        turn.task = self._tasks.spawn(self._run_turn(live, turn, op.doc), name=f"turn-{live.id}")
+        return PromptAccepted(
+            session=live.id, request_id=rid, turn_id=turn.turn_id, transcript_seq=seq
         )
 
-    return write
-
-
-def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
-    """The transcript part an update persists and its event given the row's seq; None for
-    session-level updates (usage, config options), which are not transcript content."""
-    match update:
-        case TextChunk(message_id=message_id, text=text):
-            return TextPart(text=text), lambda seq: AgentText(
-                session=sid, message_id=message_id, text=text, transcript_seq=seq
+    async def _check_checkout(self, record: SessionRecord, rid: str | None) -> None:
+        if record.worktree_discarded:
+            raise SessionUnavailableError(DISCARDED, session=record.id, request_id=rid)
+        if record.worktree_identity is not None:
+            try:
+                await validate_worktree_async(record.worktree_identity)
+            except DomainError as exc:
+                exc.session, exc.request_id = record.id, rid
+                raise
+        elif not os.path.isdir(record.cwd):
+            raise SessionUnavailableError(
+                f"session working directory is unavailable: {record.cwd}",
+                session=record.id,
+                request_id=rid,
             )
-        case ThoughtChunk(text=text):
-            return ReasoningPart(text=text), lambda seq: AgentThought(
-                session=sid, text=text, transcript_seq=seq
+
+    async def _accept(self, live: LiveSession, turn: LiveTurn, op: PromptOp) -> int:
+        """Commit the canonical prompt, the first running revision, title and turn_started in
+        one transaction (protocol: turn_started); returns the prompt's transcript seq."""
+        canonical = canonical_text(op.doc)
+        prompt_part = PromptPart(text=canonical, display=display_text(canonical))
+        title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
+        titled = live.record.evolve(title=title or live.record.title, title_origin="automatic")
+        seq_box: list[int] = []
+
+        def append_prompt(uow: UnitOfWork) -> None:
+            seq_box[:] = [uow.parts.append(live.id, "user", prompt_part)]
+            if title is not None:
+                uow.sessions.update(titled, ("title",))
+
+        extra: list[Event] = []
+        if title is not None:
+            extra.append(SessionTitleChanged(session=live.id, title=title))
+
+        def started(uow: UnitOfWork) -> None:
+            uow.emit(
+                TurnStarted(session=live.id, request_id=turn.request_id, transcript_seq=seq_box[0])
             )
-        case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
-            agent_input, content, locations = update.agent_input, update.content, update.locations
-            part = ToolCallPart(
-                id=tool_id,
-                title=title,
-                status=status,
-                tool_kind=kind,
-                agent_input=agent_input,
-                content=content,
-                locations=locations,
+
+        await commit_activity(
+            self._store,
+            live,
+            RunningState(turn_id=turn.turn_id, prompt_request_id=turn.request_id),
+            extra=tuple(extra),
+            before=(append_prompt,),
+            after=(started,),
+        )
+        if title is not None:
+            live.record = live.record.evolve(title=title, title_origin="automatic")
+        return seq_box[0]
+
+    async def _run_turn(self, live: LiveSession, turn: LiveTurn, doc: Doc) -> None:
+        handler = live.handler
+        handler.take_lost_writes()  # a loss between turns is not this turn's
+        rid = turn.request_id
+        try:
+            agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
+            if agent is None:
+                restarting = live.needs_acp_restart
+                live.needs_acp_restart = live.agent_grants = False  # a new process holds none
+                agent = await self._live.respawn(live)
+                if restarting and not agent.supports_load_session:
+                    await self._reporter.emit(
+                        ErrorEvent(
+                            session=live.id, message=GRANTS_RESET, terminal=False, request_id=rid
+                        )
+                    )
+            text = await self._compile_for_turn(live, doc, rid)
+            acp_session = await attach(live, agent, rid, self._store, self._reporter)
+            if turn.cancel_requested:
+                # Cancelled while the agent was starting: there was no ACP session to tell.
+                stop = StopReason.CANCELLED
+            else:
+                stop = await agent.prompt(acp_session, text)
+        except asyncio.CancelledError:
+            await self._flush(handler)
+            await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
+            raise
+        except (AgentError, DomainError) as exc:
+            await self._flush(handler)
+            if isinstance(exc, AgentError):
+                self._providers.observe_auth(live.record.provider, required=exc.auth_required)
+                error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
+            else:
+                error = exc
+            lost = handler.take_lost_writes()
+            if lost is not None:  # a lost update explains more than the agent's failure
+                await self._fail_turn(live, turn, "provider_error", lost)
+            else:
+                await self._fail_turn(live, turn, "provider_error", error.message, error)
+            return
+        except Exception as exc:  # MemoryError and any bug: the turn must still end
+            log.exception("turn of session %s failed unexpectedly", live.id)
+            await self._flush(handler)
+            message = f"turn failed: internal error ({type(exc).__name__})"
+            await self._fail_turn(live, turn, "provider_error", message)
+            return
+        await self._flush(handler)
+        lost = handler.take_lost_writes()
+        if lost is not None:  # an update could not be committed: never end as if complete
+            await self._fail_turn(live, turn, "provider_error", lost)
+            return
+        # An agent that winds down on our cancel may still say end_turn (OpenCode does).
+        if turn.cancel_requested and stop is StopReason.END_TURN:
+            stop = StopReason.CANCELLED
+        await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
+
+    @staticmethod
+    async def _flush(handler: SessionFeed) -> None:
+        """Commit what the agent said so far; a failure here must not keep the turn open."""
+        try:
+            await handler.flush()
+        except Exception:
+            log.exception("could not flush the agent's last updates")
+
+    async def _fail_turn(
+        self,
+        live: LiveSession,
+        turn: LiveTurn,
+        reason: Literal["interrupted", "provider_error"],
+        message: str,
+        error: DomainError | None = None,
+    ) -> None:
+        """Failed activity, then the correlated terminal error (never turn_ended); an auth
+        refusal's code and authMethods and the agent's stderr tail ride on the event."""
+        details = error.details if error is not None else {}
+        event = ErrorEvent(
+            session=live.id,
+            message=message,
+            terminal=True,
+            request_id=turn.request_id,
+            code=error.code if error is not None and error.code != TurnFailedError.code else None,
+            auth_methods=details.get("auth_methods"),
+            stderr_tail=details.get("stderr_tail"),
+        )
+        await self._end_turn(
+            live,
+            turn,
+            FailedState(turn_id=turn.turn_id, reason=reason, message=message),
+            event,
+        )
+
+    async def _end_turn(
+        self, live: LiveSession, turn: LiveTurn, state: IdleState | FailedState, closing: Event
+    ) -> None:
+        """Release the slot, cancel what is still parked, then commit the terminal activity and
+        its closing event together; holding the lock keeps a new prompt out until committed."""
+        async with live.lock:
+            if live.turn is not turn:
+                return  # a stale owner never ends a newer turn
+            # What is still parked is answered cancelled by c2 itself, before the turn ends.
+            resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
+            live.turn = None
+            try:
+                ended = self._usage.close_turn(turn.turn_id)  # the ledger's end time
+                await commit_activity(
+                    self._store,
+                    live,
+                    state,
+                    extra=(closing,),
+                    before=resolved,
+                    after=(ended,),
+                )
+            except Exception:
+                log.exception("could not persist the end of a turn for %s", live.id)
+        live.touch()
+
+    async def _compile_for_turn(self, live: LiveSession, doc: Doc, rid: str | None) -> str:
+        preview = await self._compiler.compile(live.record.cwd, doc)
+        if preview.unresolved:
+            await self._reporter.emit(
+                *(
+                    ErrorEvent(
+                        session=live.id, message=f"unresolved: {u}", terminal=False, request_id=rid
+                    )
+                    for u in preview.unresolved
+                )
             )
-            return part, lambda seq: ToolCall(
-                session=sid,
-                id=tool_id,
-                title=title,
-                status=status,
-                kind=kind,
-                agent_input=agent_input,
-                transcript_seq=seq,
-                content=content,
-                locations=locations,
-            )
-        case PlanUpdate(entries=entries):
-            return PlanPart(entries=entries), lambda seq: PlanEvent(
-                session=sid, entries=entries, transcript_seq=seq
-            )
-    return None
+        return preview.prompt
 
+    async def cancel(self, session_id: str) -> CancelResult:
+        live = await self._live.load(session_id)
+        async with live.lock:
+            turn = live.turn
+            if turn is None:
+                return CancelResult(session=session_id, cancelled=False)
+            # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
+            if turn.parked:
+                resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
+                await commit_activity(self._store, live, turn.state(), after=resolved)
+            turn.cancel_requested = True
+        if live.agent is not None and live.acp_session_id is not None:
+            await live.agent.cancel(live.acp_session_id)
+        if turn.turn_id not in self._escalations:
+            self._escalations.add(turn.turn_id)
+            self._tasks.spawn(self._escalate_cancel(live, turn), name=f"cancel-{session_id}")
+        return CancelResult(session=session_id, cancelled=True)
 
-async def commit_turn_state(
-    store: Store, live: LiveSession, *, extra: tuple[Event, ...] = ()
-) -> None:
-    """Persist the live turn's state as the next activity revision (CAS), emit it, then
-    `extra` events, in one transaction. Caller holds `live.lock`."""
-    assert live.turn is not None
-    await commit_activity(store, live, live.turn.state(), extra=extra)
+    async def stop(self, live: LiveSession) -> None:
+        """Cancel the session's running turn and wait for its task to unwind (deletion)."""
+        turn = live.turn
+        if turn is None:
+            return
+        await self.cancel(live.id)
+        if turn.task is not None:
+            turn.task.cancel()
+            await asyncio.gather(turn.task, return_exceptions=True)
 
+    async def shutdown(self) -> None:
+        """End every turn: parked inputs answered cancelled, tasks cancelled and awaited (each
+        ends with a terminal error, never turn_ended)."""
+        for live in self._live:
+            if live.turn is not None:
+                live.turn.drain()
+        await self._tasks.close()
 
-async def commit_activity(
-    store: Store,
-    live: LiveSession,
-    state: RunState,
-    *,
-    extra: tuple[Event, ...] = (),
-    before: tuple[Callable[[UnitOfWork], None], ...] = (),
-    after: tuple[Callable[[UnitOfWork], None], ...] = (),
-) -> None:
-    """Advance the activity to `state` (revision+1, CAS-guarded) and emit it, then `extra`,
-    in one transaction between the `before` and `after` steps."""
-    prev = live.record.activity
-    activity = advance(prev, state)
-    # The end of a turn must land, or the session would read `running` for good: it waits
-    # for a database that is down rather than giving up like other writes.
-    patient = isinstance(state, IdleState | FailedState)
-    record = live.record.evolve(activity=activity)
+    async def _escalate_cancel(self, live: LiveSession, turn: LiveTurn) -> None:
+        """A cancel the agent ignores: after the grace period end the turn `cancelled` and
+        restart the agent (closed now, revived on the next prompt)."""
+        try:
+            await asyncio.sleep(CANCEL_GRACE_SECONDS)
+            if live.turn is not turn:
+                return  # the agent honoured the cancel (or the turn ended otherwise)
+            # Detached before the turn ends, so a next prompt can't reuse the stuck agent; the
+            # turn task then fails on the closed connection as a stale owner (no second end).
+            if self._live.retire(live, CANCEL_CLOSE_GRACE) is not None:
+                log.warning("agent of session %s ignored cancel; restarting it", live.id)
+            ended = TurnEnded(session=live.id, stop_reason=StopReason.CANCELLED)
+            await self._end_turn(live, turn, IdleState(), ended)
+            # The task may not even have reached the agent (a slow start): it must not go on
+            # to prompt after its turn ended. Cancelled now, it finds its turn ended already.
+            if turn.task is not None:
+                turn.task.cancel()
+        finally:
+            self._escalations.discard(turn.turn_id)
 
-    def write(uow: UnitOfWork) -> None:
-        for step in before:
-            step(uow)
-        uow.sessions.update(record, ("activity",), expected_revision=prev.revision)
-        uow.emit(SessionActivityChanged(session=live.id, activity=activity))
-        for ev in extra:
-            uow.emit(ev)
-        for step in after:
-            step(uow)
-
-    await store.write(write, patient=patient)
-    live.record = live.record.evolve(activity=activity)
-
-
-@dataclass
-class LostWrites:
-    cause: str
-    count: int = 1
+    async def answer_permission(
+        self, op: AnswerPermissionOp, answered_by: AnsweredBy | None
+    ) -> AnswerResult:
+        """Answer a parked permission as `answered_by` (recorded in the transcript and the
+        `permission_resolved` event)."""
+        live = self._live.get(op.session)
+        if live is None:
+            raise PermissionNotPendingError("no such pending permission", session=op.session)
+        async with live.lock:
+            turn = live.turn
+            parked = turn.parked.get(op.request_id) if turn is not None else None
+            if turn is None or parked is None:
+                raise PermissionNotPendingError(
+                    f"permission {op.request_id} is not pending", session=op.session
+                )
+            offered = {oid for oid, _label in parked.pending.options}
+            if op.option_id is not None and op.option_id not in offered:
+                raise InvalidOptionError(
+                    f"option {op.option_id!r} was not offered", session=op.session
+                )
+            del turn.parked[op.request_id]
+            resolved = record_resolution(live.id, parked.pending, op.option_id, answered_by)
+            try:
+                await commit_activity(self._store, live, turn.state(), after=(resolved,))
+            except Exception:
+                turn.parked[op.request_id] = parked
+                raise
+            parked.reply.set_result(op.option_id)
+        return AnswerResult(applied=True)

@@ -20,13 +20,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.auth import DeviceNotFoundError
-from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
+from core.errors import (
+    BudgetExceededError,
+    DeviceNotFoundError,
+    InvalidUsageQueryError,
+    SessionNotFoundError,
+    StoreUnavailableError,
+)
 from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provider_wire
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.devices import DeviceRepository
-from core.store.usage import Budget, TurnUsageRecord, UsageRepository
+from core.store.usage import Budget as Budget  # re-exported: the budget a route sets
+from core.store.usage import TurnUsageRecord, UsageRepository
 
 if TYPE_CHECKING:
     from core.agents.updates import TurnUsage
@@ -38,27 +44,6 @@ GroupBy = Literal["session", "provider", "day"]
 # Actions under which an exceeded budget refuses new prompts (cancel_running also stops the
 # turn that crossed it: a budget that is over stays over, so a new turn would only be cut).
 REFUSING: frozenset[str] = frozenset({"refuse_new_turns", "cancel_running"})
-
-
-class BudgetExceededError(DomainError):
-    """A prompt refused because the session's budget is exceeded (409, with the figures)."""
-
-    code = "budget_exceeded"
-    status = 409
-    title = "Budget exceeded"
-
-    def __init__(
-        self, message: str, *, limit: BudgetLimit, used: BudgetUsed, **kwargs: Any
-    ) -> None:
-        super().__init__(message, **kwargs)
-        self.limit, self.used = limit, used
-        self.details = {"limit": limit.model_dump(), "used": used.model_dump()}
-
-
-class InvalidUsageQueryError(DomainError):
-    code = "invalid_usage_query"
-    status = 422
-    title = "Invalid usage query"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +162,7 @@ class UsageLedger:
         self._cancel = cancel
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # -- recording (called by the session handler, core/turns.py) --------------------------------
+    # -- recording (called by the agent feed, core/agent_feed.py) -------------------------------
 
     def context(self, live: LiveSession, used: int, size: int, cost: Cost | None) -> UsageStep:
         """A `usage_update`: the context window, and the session's cumulative cost if given."""
@@ -224,7 +209,7 @@ class UsageLedger:
         if turn is None or (crossing.turn_id is not None and turn.turn_id != crossing.turn_id):
             return
         # At once, not only in the cancel task: a crossing reported with the turn's final
-        # usage must still end that turn `cancelled` (turn_flow reads this flag at the end).
+        # usage must still end that turn `cancelled` (the turn runner reads this flag at the end).
         turn.cancel_requested = True
         task = asyncio.get_running_loop().create_task(self._cancel_turn(live.id))
         self._tasks.add(task)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Request, Response
 
 from api.authn import DeviceDep, ServicesDep, client_key
-from api.openapi import problems
 from api.schemas import DeviceOut, PairRequest, PairResponse, TicketResponse
 from api.scopes import SELF_OR_ADMIN, needs
 from core.scopes import Scope, ordered
@@ -17,7 +16,6 @@ router = APIRouter(prefix="/v1", tags=["auth"])
 @router.post(
     "/pair",
     response_model=PairResponse,
-    responses=problems(401, 422, 429),
     openapi_extra={"security": []},
 )
 async def pair(body: PairRequest, request: Request, services: ServicesDep) -> PairResponse:
@@ -29,7 +27,6 @@ async def pair(body: PairRequest, request: Request, services: ServicesDep) -> Pa
 @router.post(
     "/stream-tickets",
     response_model=TicketResponse,
-    responses=problems(401, 403),
     openapi_extra=needs(Scope.READ),
 )
 async def stream_ticket(device: DeviceDep, services: ServicesDep) -> TicketResponse:
@@ -41,7 +38,6 @@ async def stream_ticket(device: DeviceDep, services: ServicesDep) -> TicketRespo
 @router.get(
     "/devices",
     response_model=list[DeviceOut],
-    responses=problems(401, 403),
     openapi_extra=needs(Scope.ADMIN),
 )
 async def list_devices(_device: DeviceDep, services: ServicesDep) -> list[DeviceOut]:
@@ -62,7 +58,6 @@ async def list_devices(_device: DeviceDep, services: ServicesDep) -> list[Device
     "/devices/{device_id}",
     status_code=204,
     response_class=Response,
-    responses=problems(401, 403, 404),
     openapi_extra=needs(SELF_OR_ADMIN),
 )
 async def revoke_device(

@@ -10,7 +10,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from api.authn import ServicesDep, current_device
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.scopes import needs
 from core.lifecycle import resolve_cwd
 from core.outcomes import BaselineChoice
@@ -28,7 +28,7 @@ def _list_of(model: type[Any]) -> Responses:
 
 @router.get(
     "/worktree-baselines",
-    responses=_list_of(BaselineChoice) | problems(401, 403, 422),
+    responses=_list_of(BaselineChoice),
     openapi_extra=needs(Scope.READ),
 )
 async def worktree_baselines(cwd: Cwd, services: ServicesDep) -> JSONResponse:
@@ -39,7 +39,7 @@ async def worktree_baselines(cwd: Cwd, services: ServicesDep) -> JSONResponse:
 
 @router.get(
     "/providers",
-    responses=_list_of(ProviderInfo) | problems(401, 403),
+    responses=_list_of(ProviderInfo),
     openapi_extra=needs(Scope.READ),
 )
 async def providers(services: ServicesDep) -> JSONResponse:
@@ -50,7 +50,7 @@ async def providers(services: ServicesDep) -> JSONResponse:
 
 @router.get(
     "/skills",
-    responses=_list_of(SkillInfo) | problems(401, 403, 422),
+    responses=_list_of(SkillInfo),
     openapi_extra=needs(Scope.READ),
 )
 async def skills(

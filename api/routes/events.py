@@ -20,10 +20,11 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
 from api.authn import DeviceDep, ServicesDep
+from api.errors import TooManyStreamsError
 from api.frames import StreamFrame
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.scopes import needs
-from api.stream import EventStream, StreamSlots, TooManyStreamsError
+from api.stream import EventStream, StreamSlots
 from core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -77,7 +78,7 @@ _STREAM: Responses = {
     "/events",
     status_code=200,
     response_class=EventStreamResponse,
-    responses=_STREAM | problems(401, 403, 404, 422, 429),
+    responses=_STREAM,
     openapi_extra=needs(DeviceScope.READ),
 )
 async def events(
@@ -100,8 +101,7 @@ async def events(
         await services.engine.get_session(session)  # 404 before the stream starts
     settings = services.settings
     stream = EventStream(
-        engine=services.engine,
-        store=services.store,
+        feed=services.feed,
         bus=services.bus,
         device_id=device.id,
         session=session,

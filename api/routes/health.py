@@ -6,7 +6,6 @@ from fastapi import APIRouter
 
 from api.authn import ServicesDep
 from api.errors import NotReadyError
-from api.openapi import problems
 from api.schemas import Health
 
 router = APIRouter(tags=["health"])
@@ -18,7 +17,7 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses=problems(503))
+@router.get("/readyz", response_model=Health)
 async def readyz(services: ServicesDep) -> Health:
     """Migrations ran, the store answers and the server is not shutting down."""
     if not await services.is_ready():

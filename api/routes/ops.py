@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Path, Request, Response
 from pydantic import TypeAdapter
 
 from api.authn import DeviceDep, ServicesDep
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.schemas import (
     AnswerBody,
     ConfigValueBody,
@@ -55,11 +55,10 @@ from core.scopes import Scope
 router = APIRouter(prefix="/v1", tags=["ops"])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
-_OP_PROBLEMS = problems(401, 403, 404, 409, 422, 501, 503)
 
 
 def _ok(model: type[Any], status: int = 200) -> Responses:
-    return {status: {"model": model, "description": "Op outcome"}} | _OP_PROBLEMS
+    return {status: {"model": model, "description": "Op outcome"}}
 
 
 _ANY_OUTCOME: Responses = {
@@ -69,9 +68,7 @@ _ANY_OUTCOME: Responses = {
 }
 
 
-@router.post(
-    "/ops", responses=_ANY_OUTCOME | _OP_PROBLEMS, status_code=200, openapi_extra=needs(PER_OP)
-)
+@router.post("/ops", responses=_ANY_OUTCOME, status_code=200, openapi_extra=needs(PER_OP))
 async def submit_op(
     op: Annotated[WireOp, Body()], request: Request, device: DeviceDep, services: ServicesDep
 ) -> Response:

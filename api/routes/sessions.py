@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from api.authn import ServicesDep, current_device
 from api.errors import framed
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.schemas import PreviewBody, SessionList
 from api.scopes import needs
 from core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
@@ -27,7 +27,7 @@ def _model(model: type[Any]) -> Responses:
 
 @router.get(
     "/sessions",
-    responses=_model(SessionList) | problems(401, 403) | problems(503, schema="SessionsError"),
+    responses=_model(SessionList),
     openapi_extra=needs(Scope.READ),
 )
 async def list_sessions(services: ServicesDep) -> JSONResponse:
@@ -39,7 +39,7 @@ async def list_sessions(services: ServicesDep) -> JSONResponse:
 
 @router.get(
     "/sessions/{session_id}",
-    responses=_model(SessionSnapshot) | problems(401, 403, 404),
+    responses=_model(SessionSnapshot),
     openapi_extra=needs(Scope.READ),
 )
 async def get_session(session_id: SessionPath, services: ServicesDep) -> JSONResponse:
@@ -52,7 +52,6 @@ async def get_session(session_id: SessionPath, services: ServicesDep) -> JSONRes
     "/sessions/{session_id}",
     status_code=204,
     response_class=Response,
-    responses=problems(401, 403, 404),
     openapi_extra=needs(Scope.OPERATE),
 )
 async def delete_session(session_id: SessionPath, services: ServicesDep) -> Response:
@@ -63,7 +62,7 @@ async def delete_session(session_id: SessionPath, services: ServicesDep) -> Resp
 
 @router.delete(
     "/sessions/{session_id}/worktree",
-    responses=_model(WorktreeDiscarded) | problems(401, 403, 404, 409),
+    responses=_model(WorktreeDiscarded),
     openapi_extra=needs(Scope.OPERATE),
 )
 async def discard_worktree(session_id: SessionPath, services: ServicesDep) -> JSONResponse:
@@ -74,9 +73,7 @@ async def discard_worktree(session_id: SessionPath, services: ServicesDep) -> JS
 
 @router.get(
     "/sessions/{session_id}/transcript",
-    responses=_model(TranscriptPage)
-    | problems(401, 403, 422)
-    | problems(400, 404, schema="TranscriptError"),
+    responses=_model(TranscriptPage),
     openapi_extra=needs(Scope.READ),
 )
 async def transcript(
@@ -94,7 +91,7 @@ async def transcript(
 
 @router.post(
     "/sessions/{session_id}/prompt-preview",
-    responses=_model(PromptPreview) | problems(401, 403, 404, 422),
+    responses=_model(PromptPreview),
     openapi_extra=needs(Scope.OPERATE),
 )
 async def prompt_preview(

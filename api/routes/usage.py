@@ -13,11 +13,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.authn import ServicesDep, current_device
-from api.openapi import Responses, problems
+from api.openapi import Responses
 from api.scopes import needs
+from core.protocol import Timestamp
 from core.scopes import Scope
-from core.store.usage import Budget
-from core.usage import BudgetAction, GroupBy, parse_since
+from core.usage import Budget, BudgetAction, GroupBy, parse_since
 
 router = APIRouter(prefix="/v1", tags=["usage"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
@@ -88,14 +88,15 @@ def _budget(body: BudgetBody) -> Budget:
 
 @router.get(
     "/usage",
-    responses=_model(UsageReport) | problems(401, 403, 404, 422),
+    responses=_model(UsageReport),
     openapi_extra=needs(Scope.READ),
 )
 async def get_usage(
     services: ServicesDep,
     session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     since: Annotated[
-        str | None, Query(max_length=64, description="RFC 3339; filters on turn end time")
+        Timestamp | None,
+        Query(max_length=64, description="RFC 3339 with an offset; filters on turn end time"),
     ] = None,
     group_by: GroupBy | None = None,
 ) -> JSONResponse:
@@ -106,20 +107,20 @@ async def get_usage(
 
 @router.put(
     "/sessions/{session_id}/budget",
-    responses=_model(SessionBudgetOut) | problems(401, 403, 404, 422),
+    responses=_model(SessionBudgetOut),
     openapi_extra=needs(Scope.ADMIN),
 )
 async def set_session_budget(
     session_id: SessionPath, body: BudgetBody, services: ServicesDep
 ) -> JSONResponse:
     """Set the session's budget (replacing any); checked at once against its usage so far."""
-    live = await services.engine.load(session_id)  # 404 for unknown or deleted sessions
-    return JSONResponse(await services.engine.usage.set_session_budget(live, _budget(body)))
+    # 404 for unknown or deleted sessions
+    return JSONResponse(await services.engine.set_session_budget(session_id, _budget(body)))
 
 
 @router.put(
     "/devices/{device_id}/budget",
-    responses=_model(DeviceBudgetOut) | problems(401, 403, 404, 422),
+    responses=_model(DeviceBudgetOut),
     openapi_extra=needs(Scope.ADMIN),
 )
 async def set_device_budget(

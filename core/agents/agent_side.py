@@ -60,6 +60,11 @@ class AgentPeer:
         """Any agent-to-client request; raises RequestError with the client's error."""
         return await self._conn.send_request(method, params)
 
+    async def write_raw(self, lines: bytes) -> None:
+        """Write already-encoded JSON-RPC lines: a load generator's chunks cost no encoding."""
+        self._writer.write(lines)
+        await self._writer.drain()
+
     async def flush(self) -> None:
         """Wait until everything written so far has left the process."""
         # No event signals an empty write buffer; poll it.

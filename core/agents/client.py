@@ -14,12 +14,12 @@ import contextlib
 import logging
 import os
 import signal
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
+from core.agents.port import LaunchSpec, ProcessRegistry
 from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
 from core.agents.translate import (
     InvalidParams,
@@ -77,26 +77,6 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
     "terminal": False,
 }
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """How to start an agent: argv (never a shell line), full environment, working directory."""
-
-    command: str
-    args: list[str]
-    env: dict[str, str]
-    cwd: str
-
-
-class ProcessRegistry(Protocol):
-    """Told of each agent process group: right after spawn, and once it is gone."""
-
-    async def spawned(self, pid: int) -> None:
-        """The leader `pid` (also its process group id) was just started."""
-
-    async def gone(self, pid: int) -> None:
-        """The group of leader `pid` was ended."""
 
 
 class AgentProcess:
@@ -394,8 +374,14 @@ class AgentProcess:
                 await self._stdio.eof.wait()
                 await self._stderr.done.wait()
         self._settled.set()
-        if not self._closing:
-            logger.info("agent %d exited with %s", self.pid, self._process.returncode)
+        if not self._closing:  # nobody asked it to stop: a crash, logged with its last words
+            tail = self._stderr.since(0)
+            logger.warning(
+                "agent %d exited unexpectedly with %s; %s",
+                self.pid,
+                self._process.returncode,
+                f"the end of its stderr:\n{tail}" if tail else "it wrote nothing to stderr",
+            )
         # A grandchild may hold stdout open, so EOF alone can't be relied on to fail requests.
         await self._conn.close()
         if orphaned:
@@ -461,3 +447,10 @@ def _rpc_error_message(exc: RequestError) -> str:
     if isinstance(details, str) and details.strip() and details.strip() != str(exc):
         message += f" ({details.strip()[:500]})"
     return message
+
+
+async def start_agent(
+    spec: LaunchSpec, handler: AgentHandler, registry: ProcessRegistry | None
+) -> AgentProcess:
+    """The real `AgentFactory` (core/agents/port.py): an ACP subprocess, initialized."""
+    return await AgentProcess.start(spec, handler, registry=registry)

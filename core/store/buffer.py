@@ -14,8 +14,11 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert
 
+from core.protocol import Event
 from core.session import utcnow
+from core.store.search import SearchOp, SearchState, index_ops
 from core.store.tables import EventRow, PartRow
+from core.store.webhooks import record_deliveries
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
@@ -35,14 +38,24 @@ PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
 class WriteBuffer:
     parts: list[PartRowValues] = field(default_factory=list)
     events: list[tuple[str | None, str]] = field(default_factory=list)  # session_id, payload
+    search: list[SearchOp] = field(default_factory=list)  # index steps, in row order
+    # The writer's search states between batches (core/store/search.py); None: read them.
+    search_cache: dict[str, SearchState] | None = None
+    # Events webhooks may subscribe to, by index into `events`: their outbox rows are
+    # inserted with them (core/store/webhooks.py).
+    notify: list[tuple[int, Event]] = field(default_factory=list)
 
     def add_part(self, row: PartRowValues) -> None:
         self.parts.append(row)
 
-    def add_event(self, session: str | None, payload: str) -> int:
-        """Queue one event row; returns its index into the seqs `flush` will return."""
+    def add_event(self, session: str | None, payload: str, notify: Event | None = None) -> int:
+        """Queue one event row (with `notify`, also its webhook deliveries); returns its index
+        into the seqs `flush` will return."""
         self.events.append((session, payload))
-        return len(self.events) - 1
+        index = len(self.events) - 1
+        if notify is not None:
+            self.notify.append((index, notify))
+        return index
 
     def flush(self, conn: Connection, first_seq: int) -> list[int]:
         """Insert everything queued, numbering events from `first_seq`; their seqs in order."""
@@ -50,7 +63,14 @@ class WriteBuffer:
         now = utcnow()
         if conn.dialect.name == "sqlite":
             self._flush_sqlite(conn, seqs, now)
-            return seqs
+            index_ops(conn, self.search, self.search_cache)
+        else:
+            self._flush_core(conn, seqs, now)
+        if self.notify:
+            record_deliveries(conn, [(seqs[i], ev) for i, ev in self.notify])
+        return seqs
+
+    def _flush_core(self, conn: Connection, seqs: list[int], now: datetime) -> None:
         if self.parts:
             conn.execute(
                 _INSERT_PARTS,
@@ -59,6 +79,8 @@ class WriteBuffer:
                     for sid, seq, role, part in self.parts
                 ],
             )
+        # After the rows it reads back, in this transaction.
+        index_ops(conn, self.search, self.search_cache)
         if self.events:
             conn.execute(
                 _INSERT_EVENTS,
@@ -67,7 +89,6 @@ class WriteBuffer:
                     for seq, (sid, payload) in zip(seqs, self.events, strict=True)
                 ],
             )
-        return seqs
 
     def _flush_sqlite(self, conn: Connection, seqs: list[int], now: datetime) -> None:
         # At one transcript row and one event per agent chunk, SQLAlchemy's per-row parameter

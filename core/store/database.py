@@ -22,8 +22,9 @@ from typing import Any, Generic, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 
+from core.notify.payloads import WEBHOOK_EVENTS
 from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
@@ -32,7 +33,9 @@ from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
 from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
+from core.store.search import SearchState, SearchWriter
 from core.store.sessions import SessionRepository
+from core.store.webhooks import record_deliveries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,8 +66,9 @@ class UnitOfWork:
         buffer: WriteBuffer | None = None,
     ) -> None:
         self.conn = conn
-        self.sessions = SessionRepository(conn)
-        self.parts = PartRepository(conn, part_seqs, buffer)
+        self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
+        self.sessions = SessionRepository(conn, self.search)
+        self.parts = PartRepository(conn, part_seqs, buffer, self.search)
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
@@ -73,12 +77,18 @@ class UnitOfWork:
         self._queued: list[tuple[int, str | None, str]] = []
 
     def emit(self, ev: Event) -> None:
-        """Append `ev` to the event log in this transaction."""
+        """Append `ev` to the event log in this transaction, with the webhook deliveries it
+        needs (the outbox: committed, or not, together with the event)."""
         payload = encode_event(ev)
+        notify = ev if ev.event in WEBHOOK_EVENTS else None
         if self._buffer is None:
-            self.committed.append(self.events.append_encoded(ev.session, payload))
+            committed = self.events.append_encoded(ev.session, payload)
+            self.committed.append(committed)
+            if notify is not None:
+                record_deliveries(self.conn, [(committed.seq, notify)])
         else:
-            self._queued.append((self._buffer.add_event(ev.session, payload), ev.session, payload))
+            index = self._buffer.add_event(ev.session, payload, notify)
+            self._queued.append((index, ev.session, payload))
 
     def settle(self, seqs: list[int]) -> None:
         """Resolve queued events to their sequences after the batch flushed."""
@@ -95,6 +105,10 @@ class ReadUnit:
         self.events = EventLog(conn)
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
+
+    def ping(self) -> int:
+        """A trivial query: the database answers reads (readiness)."""
+        return int(self.conn.execute(text("SELECT 1")).scalar_one())
 
 
 @dataclass(eq=False)
@@ -180,6 +194,8 @@ class Store:
         self._closing = threading.Event()
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
+        # The writer's search index states (core/store/search.py), dropped when a batch fails.
+        self._search_states: dict[str, SearchState] = {}
         self._next_event_seq: int | None = None  # the writer's global event counter
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
@@ -277,8 +293,11 @@ class Store:
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""
-        with self._writer_engine.begin() as conn:
-            return fn(UnitOfWork(conn))
+        try:
+            with self._writer_engine.begin() as conn:
+                return fn(UnitOfWork(conn))
+        finally:
+            self._search_states.clear()  # it may have moved a session's search state
 
     def _connect(self) -> Connection:
         conn = self._writer_engine.connect()
@@ -351,12 +370,13 @@ class Store:
                             # The connection died after COMMIT reached the database.
                             self._part_seqs.update(attempted)
                             self._next_event_seq = first + count
+                            self._search_states.clear()
                             self._recovered()
                             self._settle_committed(pending, list(range(first, first + count)))
                             return conn
                         unverified = None
                     with conn.begin():
-                        buffer = WriteBuffer()
+                        buffer = WriteBuffer(search_cache=self._search_states)
                         for job in pending:
                             job.uow = UnitOfWork(conn, self._part_seqs, buffer)
                             ran.append(job.uow)
@@ -371,6 +391,7 @@ class Store:
                     # database holds (the event counter is re-read on the next attempt).
                     attempted = self._undo(ran)
                     self._next_event_seq = None
+                    self._search_states.clear()
                     if conn is not None and (conn.invalidated or conn.closed or is_transient(exc)):
                         with contextlib.suppress(Exception):
                             conn.invalidate()

@@ -7,26 +7,17 @@ Redeeming a token or ticket is a conditional write, atomic under the single writ
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
+from core.devices import Device as Device  # re-exported: defined in core, mapped here
 from core.scopes import Scope, parse_scopes, scopes_text
 from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
 _TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]
 _TICKETS = StreamTicketRow.__table__  # type: ignore[attr-defined]
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    id: str
-    name: str
-    created_at: datetime
-    last_seen: datetime | None
-    scopes: frozenset[Scope]
 
 
 def _aware(moment: datetime | None) -> datetime | None:

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select
 
 from core.protocol import PART_ADAPTER, Part, TranscriptEntry
 from core.store.buffer import WriteBuffer
+from core.store.search import SearchWriter
 from core.store.tables import PartRow
 
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
@@ -32,8 +33,10 @@ class PartRepository:
         conn: Connection,
         next_seqs: dict[str, int] | None = None,
         buffer: WriteBuffer | None = None,
+        search: SearchWriter | None = None,
     ) -> None:
         self._conn = conn
+        self._search = search  # the writer's index of the rows it appends; None for readers
         # The single writer's cache of each session's next seq; None for readers.
         self._next_seqs = next_seqs
         self._buffer = buffer
@@ -64,6 +67,8 @@ class PartRepository:
                 _INSERT,
                 {"session_id": session_id, "seq": seq, "role": role, "part_json": part_json},
             )
+        if self._search is not None:
+            self._search.row(session_id, seq, role, part)
         return seq
 
     def max_seq(self, session_id: str) -> int | None:

@@ -25,10 +25,13 @@ from core.protocol import (
     WorktreeBaseline,
 )
 from core.session import SessionRecord
+from core.store.search import SearchWriter
 from core.store.tables import SessionRow
 
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 _CONFIG_OPTIONS = TypeAdapter(list[ConfigOption])
+# Activity states in which no turn runs: the session's open message is complete.
+_TURN_OVER = frozenset({"idle", "failed"})
 INTERRUPTED_MESSAGE = "C2 stopped before the turn finished"
 # SessionRecord field -> the columns that store it.
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -144,11 +147,23 @@ def _from_row(row: Any) -> SessionRecord:
 
 
 class SessionRepository:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, search: SearchWriter | None = None) -> None:
         self._conn = conn
+        # The search index (writers only): titles, and the end of a turn completes the
+        # session's open message (core/store/search.py).
+        self._search = search
+
+    def _indexed(self, rec: SessionRecord, fields: tuple[str, ...] | None) -> None:
+        if self._search is None:
+            return
+        if fields is None or "title" in fields:
+            self._search.title(rec.id, rec.title)
+        if (fields is None or "activity" in fields) and rec.activity.state.kind in _TURN_OVER:
+            self._search.turn_ended(rec.id)
 
     def insert(self, rec: SessionRecord) -> None:
         self._conn.execute(insert(_SESSIONS).values(**_to_row(rec)))
+        self._indexed(rec, None)
 
     def get(self, session_id: str) -> SessionRecord | None:
         row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
@@ -172,6 +187,7 @@ class SessionRepository:
         )
         if result.rowcount == 0:
             raise KeyError(rec.id)
+        self._indexed(rec, None)
 
     def update(
         self, rec: SessionRecord, fields: tuple[str, ...], *, expected_revision: int | None = None
@@ -198,6 +214,7 @@ class SessionRepository:
         )
         if result.rowcount == 0:
             raise KeyError(rec.id)
+        self._indexed(rec, fields)
 
     def stored_revision(self, session_id: str) -> int | None:
         raw = self._conn.execute(

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
 from core.protocol import WorktreeBase, WorktreeBaseline
 from core.worktrees.baselines import (
     ORIGIN_HEAD,
@@ -31,7 +32,6 @@ from core.worktrees.checkouts import (
     discard_worktree,
     validate_worktree,
 )
-from core.worktrees.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
 from core.worktrees.repository import common_dir_of, resolve_dir
 
 __all__ = [

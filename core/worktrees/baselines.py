@@ -12,8 +12,8 @@ from typing import Any
 import git
 from git.exc import GitCommandError
 
+from core.errors import WorktreeError
 from core.protocol import WorktreeBase, WorktreeBaseline
-from core.worktrees.errors import WorktreeError
 from core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
 
 ORIGIN_HEAD = "refs/remotes/origin/HEAD"

@@ -18,10 +18,10 @@ from typing import Any
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
+from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
 from core.protocol import WorktreeBase, WorktreeBaseline
 from core.safe_files import read_bounded
 from core.worktrees.baselines import resolve_in_repo
-from core.worktrees.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
 from core.worktrees.repository import (
     NotACheckoutError,
     SourceCheckout,

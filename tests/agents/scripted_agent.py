@@ -1,9 +1,10 @@
 """Scripted ACP test agent: the demo agent plus directives for tests, one per prompt line.
 
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
-/text s, /chunks N, /stamped N [rate], /think s, /plan a|b|c, /tool id kind status title,
-/agent-tool id, /permission kind|none [title], /permissions N kind, /fail [msg], /hang [reason],
-/ignore-cancel, /crash, /bigline N, /flood (chunks until cancelled, pid logged), /pid,
+/text s, /chunks N, /stamped N [rate], /blast N [rate], /think s, /plan a|b|c,
+/tool id kind status title, /agent-tool id, /permission kind|none [title], /permissions N kind,
+/fail [msg], /hang [reason], /ignore-cancel, /crash [stderr text], /bigline N,
+/flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
 /config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
 /stderr-fail text (text on stderr, then an internal error). Env: SCRIPTED_AGENT_LOAD=0|1,
@@ -251,6 +252,31 @@ class ScriptedAgent(DemoAgent):
                 await asyncio.sleep(max(0.0, started + i * interval - time.monotonic()))
             await self.say(turn, f"t={time.time_ns()}")
 
+    async def do_blast(self, turn: Turn, arg: str) -> None:
+        """`/blast N [per_second]`: like /stamped, but pre-encoded lines written in batches, so
+        the agent is not what limits a fleet bench (one write per due batch, at most 64)."""
+        count, _, rate = arg.partition(" ")
+        total, per_second = int(count), float(rate or 0)
+        session = json.dumps(turn.session.id)
+        head = (
+            '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + session + ","
+            '"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"t='
+        ).encode()
+        tail = b'"}}}}\n'
+        sent, started = 0, time.monotonic()
+        while sent < total and not turn.cancelled.is_set():
+            due = total - sent
+            if per_second:
+                due = min(due, int((time.monotonic() - started) * per_second) + 1 - sent)
+            batch = min(due, 64)
+            if batch > 0:
+                await self.peer.write_raw(
+                    b"".join(head + str(time.time_ns()).encode() + tail for _ in range(batch))
+                )
+                sent += batch
+            if per_second:
+                await asyncio.sleep(max(0.0, started + sent / per_second - time.monotonic()))
+
     async def do_think(self, turn: Turn, arg: str) -> None:
         await self.think(turn, arg)
 
@@ -298,6 +324,9 @@ class ScriptedAgent(DemoAgent):
         await asyncio.get_running_loop().create_future()  # never resolves
 
     async def do_crash(self, turn: Turn, arg: str) -> None:
+        if arg:  # last words, as a crashing agent leaves them on stderr
+            sys.stderr.write(f"{arg}\n")
+            sys.stderr.flush()
         await self.say(turn, "crashing")
         await self.peer.flush()
         os._exit(3)

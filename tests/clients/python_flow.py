@@ -26,13 +26,13 @@ from c2_client.api.sessions import (
 )
 from c2_client.models import (
     AnswerBody,
+    AnswerPermissionProblem409,
     CustomProvider,
     EventFrame,
+    GetSessionProblem404,
     NewSessionBody,
     PairRequest,
     PairResponse,
-    Problem404,
-    Problem409,
     PromptAccepted,
     PromptBody,
     ResyncFrame,
@@ -90,11 +90,11 @@ def main(base_url: str, pair_url: str) -> dict[str, Any]:
     page = get_transcript.sync(session.id, client=api, limit=10)
     assert isinstance(page, TranscriptPage), page
     missing = get_session.sync("no-such-session", client=api)
-    assert isinstance(missing, Problem404), missing
+    assert isinstance(missing, GetSessionProblem404), missing
     conflict = answer_permission.sync(
         session.id, "not-pending", client=api, body=AnswerBody(option_id=None)
     )
-    assert isinstance(conflict, Problem409), conflict
+    assert isinstance(conflict, AnswerPermissionProblem409), conflict
     return {
         "events": kinds,
         "stop_reason": str(frame.event.stop_reason),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,17 @@ def _pair_url(server: C2Server) -> str:
     return out.strip().splitlines()[-1]
 
 
+README_URL = "http://127.0.0.1:4599"
+
+
+def _readme_block(marker: str, language: str) -> str:
+    """The README code block that follows `<!-- marker -->`."""
+    after = (REPO / "README.md").read_text(encoding="utf-8").split(f"<!-- {marker} -->", 1)[1]
+    match = re.match(rf"\s*```{language}\n(.*?)```", after, re.S)
+    assert match is not None, f"a {language} block follows <!-- {marker} -->"
+    return match.group(1)
+
+
 def _summary(output: str) -> dict[str, object]:
     summary: dict[str, object] = json.loads(output.strip().splitlines()[-1])
     return summary
@@ -89,6 +101,19 @@ def test_generated_typescript_client_runs_the_flow(c2: C2Server, tmp_path: Path)
     assert json.loads((work / "tsconfig.json").read_text())["compilerOptions"]["strict"] is True
     _run(["node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=work)
     out = _run(["node", "dist/test/flow.js", c2.base_url, _pair_url(c2)], cwd=work)
+    # The README's quick start, as written (its URL pointed at this server, its bearer given).
+    (work / "quickstart.ts").write_text(
+        "declare const process: { env: Record<string, string | undefined> };\n"
+        "const bearer: string = process.env.C2_BEARER ?? '';\n"
+        + _readme_block("typescript-quickstart", "ts").replace(README_URL, c2.base_url),
+        encoding="utf-8",
+    )
+    config = json.loads((work / "tsconfig.json").read_text())
+    config["include"].append("quickstart.ts")
+    (work / "tsconfig.json").write_text(json.dumps(config))
+    _run(["node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], cwd=work)
+    said = _run(["node", "dist/quickstart.js"], cwd=work, env={**env, "C2_BEARER": c2.bearer})
+    assert "stream open" in said and "stream closed" in said, said
     summary = _summary(out)
     _assert_flow(summary)
     # The second turn came over a reconnect that resumed after the first turn's last event.

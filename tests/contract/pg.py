@@ -1,16 +1,34 @@
-"""PostgreSQL for the contract tests: the test database URL and a schema of a test's own."""
+"""The stores tests run on: SQLite always, PostgreSQL (a schema of a test's own in the test
+database) when C2_TEST_DATABASE_URL is set. Parametrize a fixture with `STORES` and open the
+store with `database_url_for` (a Store) or `running_server` (a real `c2 serve`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from sqlalchemy import create_engine, text
 
+from core.store.database import sqlite_url
+from tests.e2e.harness import C2Server
+
 PG_URL = os.environ.get("C2_TEST_DATABASE_URL")
+STORES = [
+    "sqlite",
+    pytest.param(
+        "postgres",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
+        ],
+    ),
+]
 
 
 @contextmanager
@@ -29,3 +47,30 @@ def pg_schema_url(prefix: str) -> Iterator[str]:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@contextmanager
+def database_url_for(store: str, folder: Path, prefix: str) -> Iterator[str]:
+    """`store` ("sqlite" / "postgres" of STORES): SQLite in `folder`, or a fresh schema."""
+    if store == "sqlite":
+        yield sqlite_url(folder)
+        return
+    with pg_schema_url(prefix) as url:
+        yield url
+
+
+@contextmanager
+def running_server(
+    store: str, home: Path, prefix: str, env: dict[str, str] | None = None
+) -> Iterator[C2Server]:
+    """A started `c2 serve` on `home` whose database is `store` (SQLite: the home's own)."""
+    with contextlib.ExitStack() as stack:
+        env = dict(env or {})
+        if store != "sqlite":
+            env["C2_DATABASE_URL"] = stack.enter_context(pg_schema_url(prefix))
+        server = C2Server(home, env=env)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()

@@ -15,8 +15,8 @@ import pytest
 from core.agents.reaper import boot_id, group_members, read_stat, running
 from core.processes import AgentRecords, end_orphans
 from core.store.agent_processes import AgentProcessRecord
-from core.store.database import Store, sqlite_url
-from tests.contract.pg import PG_URL, pg_schema_url
+from core.store.database import Store
+from tests.contract.pg import STORES, database_url_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 WITH_CHILD = (
@@ -25,23 +25,9 @@ WITH_CHILD = (
 )
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    with pg_schema_url("c2_procs") as url:
+    with database_url_for(request.param, tmp_path, "c2_procs") as url:
         yield url
 
 

@@ -30,30 +30,16 @@ from core.protocol import (
 )
 from core.scopes import ALL_SCOPES, Scope
 from core.session import SessionRecord, utcnow
-from core.store.database import MIGRATIONS, Store, UnitOfWork, sqlite_url
+from core.store.database import MIGRATIONS, Store, UnitOfWork
 from core.store.devices import Device, DeviceRepository
 from core.store.events import CommittedEvent
 from core.store.sessions import ActivityConflictError
-from tests.contract.pg import PG_URL, pg_schema_url
+from tests.contract.pg import STORES, database_url_for
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    with pg_schema_url("c2_test") as url:
+    with database_url_for(request.param, tmp_path, "c2_test") as url:
         yield url
 
 

@@ -21,26 +21,12 @@ from sqlalchemy import create_engine, text
 from core.protocol import AgentText, TextPart
 from core.store.database import Store, StoreUnavailableError, UnitOfWork, sqlite_url
 from core.store.events import CommittedEvent
-from tests.contract.pg import PG_URL, pg_schema_url
+from tests.contract.pg import PG_URL, STORES, database_url_for
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    with pg_schema_url("c2_retry") as url:
+    with database_url_for(request.param, tmp_path, "c2_retry") as url:
         yield url
 
 

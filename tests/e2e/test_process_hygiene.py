@@ -266,7 +266,7 @@ async def test_turn_ends_failed_on_an_unexpected_exception(tmp_path: Path, workd
     home = tmp_path / "home"
     C2Server(home)  # writes the scripted providers into the home
     live = await asyncio.to_thread(start_server, make_settings(home))
-    turns = live.services.engine.turns
+    compiler = live.services.engine.compiler
 
     async def out_of_memory(cwd: str, doc: Any) -> Any:
         raise MemoryError
@@ -276,10 +276,10 @@ async def test_turn_ends_failed_on_an_unexpected_exception(tmp_path: Path, workd
         sid = (await client.new_session(workdir))["id"]
         async with EventStream(client, session=sid) as stream:
             await stream.frame()
-            turns.compile = out_of_memory  # type: ignore[method-assign]  # fault injection
+            compiler.compile = out_of_memory  # type: ignore[method-assign]  # fault injection
             assert (await client.prompt(sid, "hello", request_id="p1")).status_code == 202
             error = await stream.until_event("error")
-            del turns.compile
+            del compiler.compile
             assert error["terminal"] is True and error["request_id"] == "p1"
             assert "MemoryError" in error["message"]
             state = (await client.snapshot(sid))["activity"]["state"]

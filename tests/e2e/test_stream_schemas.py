@@ -20,6 +20,7 @@ from api.openapi import document
 from core.protocol import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Server, Client, EventStream
+from tests.notify.receivers import Receiver
 
 MODES_PROVIDER = f"""
 [providers.modes]
@@ -54,7 +55,8 @@ def _frame_kinds() -> set[str]:
 async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     """Every frame and event kind a real server sends validates against StreamFrame."""
     validator = _frame_validator(tmp_path)
-    fresh_c2 = C2Server(tmp_path / "home")
+    # Webhook retries a hundred times faster: ten failed deliveries disable one in ~5 s.
+    fresh_c2 = C2Server(tmp_path / "home", env={"C2_WEBHOOK_BACKOFF_SCALE": "0.01"})
     with (fresh_c2.home / "providers.toml").open("a", encoding="utf-8") as toml:
         toml.write(MODES_PROVIDER)
     fresh_c2.start()
@@ -62,9 +64,16 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     work.mkdir()
     client = Client(fresh_c2)
     frames: list[dict[str, Any]] = []
+    receiver = Receiver()
     try:
         async with EventStream(client) as stream:
             await stream.frame()
+            # A webhook whose receiver always fails is disabled: `webhook_disabled`.
+            receiver.__enter__()
+            receiver.failing = True
+            hook = {"url": receiver.url, "events": ["session_created"], "secret": "s"}
+            resp = await client.http.post("/v1/webhooks", json=hook)
+            assert resp.status_code == 201, resp.text
             sid = (await client.new_session(work))["id"]
             await client.prompt(
                 sid,
@@ -90,6 +99,8 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             resp = await client.http.delete(f"/v1/sessions/{sid}")
             assert resp.status_code == 204, resp.text
             await stream.until_event("session_deleted")
+            if "webhook_disabled" not in stream.names():
+                await stream.until_event("webhook_disabled", timeout=60)
             frames += stream.frames
             last = stream.ids[-1]
         async with EventStream(client, after=last + 1000) as ahead:
@@ -102,6 +113,7 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
     finally:
         await client.aclose()
         fresh_c2.stop()
+        receiver.__exit__()
     for frame in frames:
         errors = [e.message for e in validator.iter_errors(frame)]
         assert errors == [], (frame, errors)

@@ -11,21 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.contract.pg import PG_URL, pg_schema_url
+from tests.contract.pg import STORES, running_server
 from tests.e2e.harness import C2Server, Client, EventStream
 
 
 @pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
-            ],
-        ),
-    ],
+    params=STORES,
     scope="module",
 )
 def server(
@@ -33,19 +24,8 @@ def server(
 ) -> Iterator[C2Server]:
     """One server per store for this module; tests read sums since their own start."""
     home = tmp_path_factory.mktemp("c2usage") / "home"
-    if request.param == "sqlite":
-        c2 = C2Server(home)
-        c2.start()
+    with running_server(request.param, home, "c2_usage") as c2:
         yield c2
-        c2.stop()
-        return
-    with pg_schema_url("c2_usage") as url:
-        c2 = C2Server(home, env={"C2_DATABASE_URL": url})
-        c2.start()
-        try:
-            yield c2
-        finally:
-            c2.stop()
 
 
 @pytest.fixture

@@ -71,3 +71,19 @@ def test_cli_serve_broken_providers_toml_is_one_line(tmp_path: Path):
     assert len(lines) == 1, done.stderr
     assert "providers.toml" in lines[0] and "line 2" in lines[0]
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_cli_serve_refuses_a_vapid_subject_that_is_not_a_uri(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """`--vapid-subject` must be mailto: or https: (RFC 8292); anything else is one line."""
+    code = main(["serve", "--home", str(tmp_path), "--port", "0", "--vapid-subject", "ops"])
+    assert code == 2
+    assert "--vapid-subject must be a mailto: or https: URI" in capsys.readouterr().err
+    out = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--vapid-subject" in out and "C2_WEBHOOK_BACKOFF_SCALE" in out

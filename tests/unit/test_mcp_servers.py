@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from api.errors import status_of
 from core.mcp_servers import (
     InvalidMcpServerError,
     McpUnsupportedError,
@@ -44,7 +45,7 @@ def test_mcp_servers_invalid_entries_are_named(entries: Any, message: str) -> No
     """Each malformed entry is InvalidMcpServerError (422) naming the problem, no value echoed."""
     with pytest.raises(InvalidMcpServerError) as info:
         parse_mcp_servers(entries)
-    assert message in info.value.message and info.value.status == 422
+    assert message in info.value.message and status_of(info.value) == 422
     assert "'v'" not in info.value.message
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from api.errors import status_of
 from core.errors import DomainError
 from core.protocol import BUILTIN_PROVIDERS, CustomProvider, provider_key
 from core.providers import (
@@ -50,7 +51,7 @@ def test_providers_echo_is_a_builtin_custom_provider(tmp_path: Path) -> None:
     """{"custom":"echo"} runs the demo agent with this interpreter."""
     registry = ProviderRegistry.load(tmp_path)
     spec = registry.get(provider_key(CustomProvider(custom="echo"))).launch(str(tmp_path))
-    assert [spec.command, *spec.args] == [sys.executable, "-m", "core.agents.demo_agent"]
+    assert [spec.command, *spec.args] == [sys.executable, "-P", "-m", "core.agents.demo_agent"]
     assert spec.env["DEMO_AGENT_STATE_DIR"] == str(tmp_path / "demo-agent")
     assert registry.get(DEMO_KEY).info().available
 
@@ -121,7 +122,7 @@ def test_providers_list_reports_missing_commands(
     assert rows["kimi"].available is True and rows["kimi"].reason is None
     with pytest.raises(ProviderUnavailableError) as info:
         ProviderRegistry.load(tmp_path).get("grok").check_available()
-    assert info.value.code == "provider_unavailable" and info.value.status == 503
+    assert info.value.code == "provider_unavailable" and status_of(info.value) == 503
 
 
 def test_providers_get_unknown_raises_a_domain_error(tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_providers_get_unknown_raises_a_domain_error(tmp_path: Path) -> None:
     with pytest.raises(UnknownProviderError) as info:
         ProviderRegistry.load(tmp_path).get("custom:nope")
     assert isinstance(info.value, DomainError)
-    assert (info.value.code, info.value.status) == ("unknown_provider", 422)
+    assert (info.value.code, status_of(info.value)) == ("unknown_provider", 422)
     assert "custom:nope" in str(info.value)
 
 

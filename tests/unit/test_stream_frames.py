@@ -1,10 +1,12 @@
-"""SSE frame building and the resume decision of api/stream.py, without a server."""
+"""SSE frame building (api/stream.py) and the resume decision (core/event_feed.py), without a
+server."""
 
 from __future__ import annotations
 
 import json
 
-from api.stream import data_frame, event_frame, resync_reason
+from api.stream import data_frame, event_frame
+from core.event_feed import resync_reason
 from core.store.events import CommittedEvent, LogBounds
 
 

@@ -6,7 +6,6 @@ persisted, then broadcast.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from core.acp_sessions import (
     apply_mode,
@@ -25,6 +24,7 @@ from core.errors import (
     UnknownModelError,
 )
 from core.live import LiveSession
+from core.live_agents import LiveAgents
 from core.outcomes import (
     ConfigResult,
     ModelResult,
@@ -41,18 +41,31 @@ from core.protocol import (
     SetModelOp,
     SetModeOp,
 )
+from core.reporter import Reporter
 from core.session import SessionRecord
-from core.store.database import UnitOfWork
-
-if TYPE_CHECKING:
-    from core.engine import Engine
+from core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 
 
-class SessionSettings:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+class SessionOptions:
+    """The settings ops of a session: execution policy, model, mode and config options."""
+
+    def __init__(self, live: LiveAgents, store: Store, reporter: Reporter) -> None:
+        self._live = live
+        self._store = store
+        self._reporter = reporter
+
+    async def _load(self, session_id: str, request_id: str | None, doing: str) -> LiveSession:
+        """The loaded session; a missing one is refused (and broadcast) as "couldn't `doing`:
+        no such session", a new error rather than the registry's reworded."""
+        try:
+            return await self._live.load(session_id, request_id)
+        except SessionNotFoundError:
+            error = SessionNotFoundError(
+                f"couldn't {doing}: no such session", session=session_id, request_id=request_id
+            )
+            raise await self._reporter.reject(error, terminal=False) from None
 
     async def set_policy(
         self,
@@ -62,29 +75,25 @@ class SessionSettings:
         request_id: str | None,
     ) -> PolicyResult:
         """Atomic two-axis write: persisted, applied live, then broadcast (§2.3)."""
-        try:
-            live = await self.engine.load(session_id, request_id)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't update execution policy: no such session"
-            raise await self.engine.reject(exc, terminal=False) from None
+        live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy
             policy = ExecutionPolicy(mode=mode or current.mode, sandbox=sandbox or current.sandbox)
             record = live.record.evolve(policy=policy)
             try:
-                await self.engine.store.write(lambda uow: uow.sessions.update(record, ("policy",)))
+                await self._store.write(lambda uow: uow.sessions.update(record, ("policy",)))
             except Exception as exc:
                 error = OperationFailedError(
                     f"couldn't persist execution policy: {exc}",
                     session=session_id,
                     request_id=request_id,
                 )
-                raise await self.engine.reject(error, terminal=False) from exc
+                raise await self._reporter.reject(error, terminal=False) from exc
             # The permission handler reads live.record.policy: it now holds the new pair.
             live.record = live.record.evolve(policy=policy)
             if live.agent_grants and is_stricter(current, policy):
                 live.needs_acp_restart = True  # the agent's own grants must not outlive this
-            await self.engine.emit(
+            await self._reporter.emit(
                 ExecutionPolicyChanged(session=session_id, policy=policy, request_id=request_id)
             )
         return PolicyResult(session=session_id, policy=policy, request_id=request_id)
@@ -92,11 +101,7 @@ class SessionSettings:
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
         has one), persist, broadcast `models`; without a live agent it applies at revival."""
-        try:
-            live = await self.engine.load(op.session)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't change model: no such session"
-            raise await self.engine.reject(exc, terminal=False) from None
+        live = await self._load(op.session, None, "change model")
         async with live.lock:
             models = live.record.models
             if models is not None and op.model not in {m.id for m in models.available}:
@@ -105,7 +110,7 @@ class SessionSettings:
                     f"{op.model!r} is not one of this session's models ({offered})",
                     session=op.session,
                 )
-                raise await self.engine.reject(unknown, terminal=False)
+                raise await self._reporter.reject(unknown, terminal=False)
             if live.agent_alive and live.acp_session_id is not None:
                 assert live.agent is not None
                 try:
@@ -117,7 +122,7 @@ class SessionSettings:
                         f"the agent didn't switch to {op.model}: {exc.message}",
                         session=op.session,
                     )
-                    raise await self.engine.reject(error, terminal=False) from exc
+                    raise await self._reporter.reject(error, terminal=False) from exc
             else:
                 current = models.model_copy(update={"current": op.model}) if models else None
                 record = live.record.evolve(model=op.model, models=current)
@@ -129,11 +134,7 @@ class SessionSettings:
     async def set_mode(self, op: SetModeOp) -> ModeResult:
         """`session/set_mode` for one of the agent's modes; persisted, broadcast as `modes`;
         without a live agent it applies at revival."""
-        try:
-            live = await self.engine.load(op.session, op.request_id)
-        except SessionNotFoundError as exc:
-            exc.message = "couldn't change mode: no such session"
-            raise await self.engine.reject(exc, terminal=False) from None
+        live = await self._load(op.session, op.request_id, "change mode")
         async with live.lock:
             modes = live.record.modes
             if modes is None or op.mode_id not in {m.id for m in modes.available}:
@@ -143,7 +144,7 @@ class SessionSettings:
                     session=op.session,
                     request_id=op.request_id,
                 )
-                raise await self.engine.reject(unknown, terminal=False)
+                raise await self._reporter.reject(unknown, terminal=False)
             if live.agent_alive and live.acp_session_id is not None:
                 assert live.agent is not None
                 try:
@@ -156,7 +157,7 @@ class SessionSettings:
                         session=op.session,
                         request_id=op.request_id,
                     )
-                    raise await self.engine.reject(error, terminal=False) from exc
+                    raise await self._reporter.reject(error, terminal=False) from exc
             else:
                 record = live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
             changed_options = record.config_options != live.record.config_options
@@ -183,21 +184,21 @@ class SessionSettings:
                 uow.emit(ev)
 
         try:
-            await self.engine.store.write(persist)
+            await self._store.write(persist)
         except Exception as exc:
             error = OperationFailedError(f"couldn't persist the change: {exc}", session=live.id)
-            raise await self.engine.reject(error, terminal=False) from exc
+            raise await self._reporter.reject(error, terminal=False) from exc
         live.record = live.record.evolve(**{name: getattr(record, name) for name in fields})
 
     async def set_config_option(self, op: SetConfigOptionOp) -> ConfigResult:
-        live = self.engine.live_sessions.get(op.session)
+        live = self._live.get(op.session)
         if live is None or not live.agent_alive or live.acp_session_id is None:
             error = OperationFailedError(
                 f"can't set {op.config_id} while the session's agent isn't running; "
                 "send a prompt first",
                 session=op.session,
             )
-            raise await self.engine.reject(error, terminal=False)
+            raise await self._reporter.reject(error, terminal=False)
         assert live.agent is not None
         async with live.lock:
             try:
@@ -208,7 +209,7 @@ class SessionSettings:
                 error = OperationFailedError(
                     f"{op.config_id} can't be changed here: {exc}", session=op.session
                 )
-                raise await self.engine.reject(error, terminal=False) from exc
+                raise await self._reporter.reject(error, terminal=False) from exc
             option = model_option(options)
             record = live.record.evolve(config_options=options)
             fields: tuple[str, ...] = ("config_options",)

@@ -1,0 +1,373 @@
+"""Fleet load: S sessions, each agent streaming R chunks/s for T s, watched by 10 clients on the
+global stream plus one client per session on `?session=`.
+
+The agents run `/blast` (tests/agents/scripted_agent.py): pre-encoded ACP lines written in
+batches, each chunk carrying its emission time, so the generator is not the bottleneck. Client
+streams are spread over worker processes that only scan strings (no JSON) for the same reason.
+
+Printed per fleet size: agent-line → client latency p50/p99/max (and the median of the first and
+last quarter of the run: a growing backlog shows as the second far above the first), chunks
+carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
+a noisy machine, unlike latency) per delivered frame and as % of a core, and its RSS. Before and
+after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
+lines) beside c2 flat out with 10 clients, as a ratio.
+
+Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.sse_reader import RawSse
+from tests.agents.scripted_agent import launch_spec
+from tests.e2e.harness import C2Server, Client
+
+TARGETS = (
+    "targets (issue 17): 50x20/s and 20x100/s with 10+S clients: p99 < 25 ms, nothing lost, "
+    "< 15 us server CPU per delivered frame; flat out with 10 clients >= 80% of the bare reader"
+)
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- the server process as the kernel sees it ----------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of `pid` itself (its threads included, its agents not)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# -- the bare-reader ceiling ---------------------------------------------------------------------
+
+
+async def bare_reader_rate(chunks: int, cwd: Path) -> float:
+    """Chunks/s of one `/stamped` agent (the ACP SDK's own encoding per chunk, as a real agent
+    pays it) into a reader that only splits its stdout into lines."""
+    spec = launch_spec(cwd)
+    proc = await asyncio.create_subprocess_exec(
+        spec.command,
+        *spec.args,
+        env=spec.env,
+        cwd=spec.cwd,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=1 << 20,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout
+
+    async def call(ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None
+        message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await proc.stdin.drain()
+        marker = f'"id":{ident},'.encode()
+        while True:
+            line = await stdout.readline()
+            if not line:
+                raise RuntimeError("agent exited")
+            if marker in line.replace(b" ", b"") and b'"result"' in line:
+                reply: dict[str, Any] = json.loads(line)
+                return reply
+
+    try:
+        await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new = await call(2, "session/new", {"cwd": str(cwd), "mcpServers": []})
+        session = new["result"]["sessionId"]
+        prompt = {"sessionId": session, "prompt": [{"type": "text", "text": f"/stamped {chunks}"}]}
+        started = time.perf_counter()
+        assert proc.stdin is not None
+        proc.stdin.write(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+            ).encode()
+            + b"\n"
+        )
+        await proc.stdin.drain()
+        seen = 0
+        while True:
+            line = await stdout.readline()
+            if b"agent_message_chunk" in line:
+                seen += 1
+            elif b'"id":3' in line.replace(b" ", b""):
+                break
+        elapsed = time.perf_counter() - started
+        assert seen == chunks, seen
+        return chunks / elapsed
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+# -- client workers (separate processes) ---------------------------------------------------------
+
+
+async def run_worker(spec: dict[str, Any]) -> None:
+    """Read the given streams until each saw its expected `turn_ended` count; print a summary."""
+    latencies: list[int] = []  # microseconds
+    stamps: list[int] = []  # emission time, milliseconds since the epoch
+    counts: list[int] = []
+
+    async def consume(stream: RawSse, turns: int) -> None:
+        frames = stream.frames()
+        await anext(frames)  # welcome
+        ready.set()
+        chunks = ended = 0
+        async for _seq, data in frames:
+            at = data.find('"text":"t=')
+            if at >= 0:
+                stamp = int(data[at + 10 : data.index('"', at + 10)])
+                latencies.append((time.time_ns() - stamp) // 1000)
+                stamps.append(stamp // 1_000_000)
+                chunks += 1
+            elif '"turn_ended"' in data:
+                ended += 1
+                if ended == turns:
+                    break
+        counts.append(chunks)
+
+    streams = []
+    for path, _turns in spec["paths"]:
+        stream = RawSse("127.0.0.1", spec["port"], path, spec["bearer"])
+        await stream.open()
+        streams.append(stream)
+    ready = asyncio.Event()
+    tasks = [
+        asyncio.create_task(consume(s, turns))
+        for s, (_p, turns) in zip(streams, spec["paths"], strict=True)
+    ]
+    await ready.wait()
+    print("ready", flush=True)
+    _done, pending = await asyncio.wait(tasks, timeout=spec["timeout"])
+    for task in pending:
+        task.cancel()
+    for stream in streams:
+        await stream.close()
+    result = {
+        "latencies_us": latencies,
+        "stamps_ms": stamps,
+        "counts": counts,
+        "incomplete": len(pending),
+    }
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[str]
+    streams: int
+
+
+def spawn_workers(
+    server: C2Server, paths: list[tuple[str, int]], n: int, timeout: float
+) -> list[Worker]:
+    workers = []
+    for i in range(n):
+        mine = paths[i::n]
+        if not mine:
+            continue
+        spec = {"port": server.port, "bearer": server.bearer, "paths": mine, "timeout": timeout}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.fleet", "--worker", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        workers.append(Worker(proc, len(mine)))
+    for worker in workers:
+        assert worker.proc.stdout is not None
+        if worker.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("a client worker failed to connect")
+    return workers
+
+
+def collect(workers: list[Worker]) -> tuple[list[float], list[int], int]:
+    """Latencies (ms) in emission order, chunks per stream, streams that did not finish."""
+    pairs: list[tuple[int, int]] = []
+    counts: list[int] = []
+    incomplete = 0
+    for worker in workers:
+        out, _ = worker.proc.communicate()
+        result = json.loads(out.strip().splitlines()[-1])
+        pairs += zip(result["stamps_ms"], result["latencies_us"], strict=True)
+        counts += result["counts"]
+        incomplete += result["incomplete"]
+    pairs.sort()
+    return [lat / 1000 for _stamp, lat in pairs], counts, incomplete
+
+
+# -- one fleet run -------------------------------------------------------------------------------
+
+
+@dataclass
+class FleetResult:
+    sessions: int
+    rate: int
+    seconds: float
+    offered: int = 0
+    delivered: int = 0
+    lost: int = 0
+    incomplete: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    early_ms: float = 0.0
+    late_ms: float = 0.0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    rss_mib: float = 0.0
+
+    def line(self) -> str:
+        ordered = sorted(self.latencies_ms) or [float("nan")]
+        p99 = ordered[max(0, int(len(ordered) * 0.99) - 1)]
+        per_frame = self.cpu_s / max(1, self.delivered) * 1e6
+        return (
+            f"S={self.sessions:>3} x {self.rate}/s x {self.seconds:.0f}s: "
+            f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99:7.1f}  "
+            f"max {ordered[-1]:7.1f}  (first quarter {self.early_ms:.1f}, last {self.late_ms:.1f})"
+            f"\n        frames {self.delivered}/{self.offered} lost {self.lost}"
+            f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
+            f"server CPU {per_frame:6.1f} us/frame, {self.cpu_s / self.wall_s:5.1%} of a core, "
+            f"RSS {self.rss_mib:.0f} MiB"
+        )
+
+
+async def create_sessions(http: Client, cwd: Path, count: int) -> list[str]:
+    gate = asyncio.Semaphore(8)
+
+    async def one() -> str:
+        async with gate:
+            return str((await http.new_session(cwd))["id"])
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def wait_idle(http: Client, sessions: list[str], timeout: float) -> None:
+    async def idle(sid: str) -> bool:
+        return bool((await http.snapshot(sid))["activity"]["state"]["kind"] == "idle")
+
+    deadline = time.monotonic() + timeout
+    for sid in sessions:
+        while not await idle(sid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"session {sid} did not become idle")
+            await asyncio.sleep(0.05)
+
+
+async def fleet(
+    server: C2Server,
+    cwd: Path,
+    sessions: int,
+    rate: int,
+    seconds: float,
+    clients: int,
+    workers: int,
+) -> FleetResult:
+    assert server.proc is not None
+    pid = server.proc.pid
+    http = Client(server)
+    result = FleetResult(sessions, rate, seconds)
+    try:
+        ids = await create_sessions(http, cwd, sessions)
+        for sid in ids:  # warm-up: each agent has answered one prompt
+            assert (await http.prompt(sid, "/blast 5")).status_code == 202
+        await wait_idle(http, ids, 120)
+        chunks = int(rate * seconds)
+        paths = [("/v1/events", sessions)] * clients + [(f"/v1/events?session={s}", 1) for s in ids]
+        pool = spawn_workers(server, paths, workers, timeout=seconds * 3 + 60)
+        cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
+        await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
+        latencies, counts, result.incomplete = await asyncio.to_thread(collect, pool)
+        result.cpu_s, result.wall_s = cpu_seconds(pid) - cpu0, time.perf_counter() - wall0
+        result.rss_mib = rss_mib(pid)
+        result.offered = chunks * sessions * (clients + 1)
+        result.delivered = sum(counts)
+        result.lost = result.offered - result.delivered
+        result.latencies_ms = latencies
+        # In emission order: a backlog that grows makes the last quarter the slowest.
+        quarter = max(1, len(result.latencies_ms) // 4)
+        result.early_ms = statistics.median(result.latencies_ms[:quarter] or [0.0])
+        result.late_ms = statistics.median(result.latencies_ms[-quarter:] or [0.0])
+        for sid in ids:
+            await http.http.delete(f"/v1/sessions/{sid}")
+    finally:
+        await http.aclose()
+    return result
+
+
+async def flat_out(server: C2Server, cwd: Path, chunks: int, clients: int) -> float:
+    """Chunks/s of one `/stamped` session, flat out, delivered to `clients` global streams."""
+    http = Client(server)
+    try:
+        sid = (await http.new_session(cwd))["id"]
+        await http.prompt(sid, "/blast 5")
+        await wait_idle(http, [sid], 60)
+        pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300)
+        started = time.perf_counter()
+        await http.prompt(sid, f"/stamped {chunks}")
+        _lat, counts, _incomplete = await asyncio.to_thread(collect, pool)
+        elapsed = time.perf_counter() - started
+        assert min(counts) == chunks, counts
+        await http.http.delete(f"/v1/sessions/{sid}")
+        return chunks / elapsed
+    finally:
+        await http.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", default="20,50", help="fleet sizes, comma-separated")
+    parser.add_argument("--rate", type=int, default=100, help="chunks/s per session")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=10, help="global-stream clients")
+    parser.add_argument("--workers", type=int, default=2, help="client processes")
+    parser.add_argument("--ceiling-chunks", type=int, default=20000)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sessions.split(",")]
+    print(TARGETS)
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp) / "project"
+        cwd.mkdir()
+        env = {"C2_MAX_LIVE_AGENTS": str(max(sizes) + 8)}
+        server = C2Server(Path(tmp) / "home", env=env)
+        server.start()
+        try:
+            bare = await bare_reader_rate(args.ceiling_chunks, cwd)
+            c2 = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
+            bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
+            ceiling = (bare + bare_after) / 2
+            print(
+                f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s (before/after), "
+                f"c2 to {args.clients} clients {c2:.0f} chunks/s = {c2 / ceiling:.0%}"
+            )
+            for size in sizes:
+                result = await fleet(
+                    server, cwd, size, args.rate, args.seconds, args.clients, args.workers
+                )
+                print(result.line(), flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        asyncio.run(run_worker(json.loads(sys.argv[2])))
+    else:
+        asyncio.run(main())

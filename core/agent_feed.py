@@ -1,0 +1,324 @@
+"""Agent → core traffic of one live session: updates become transcript rows and events,
+permission requests are decided by policy or parked until a client answers.
+
+Each update's row and event commit in one transaction before any client sees the event
+(protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
+by fsync; the writer commits them in order and in groups. An update the store cannot commit
+fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
+`failed` with a terminal error naming the cause (never a silent gap in the transcript).
+
+Slightly over ~300 lines: updates and permission parking share the write queue, whose order
+(updates flushed before a park) is the point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from core.acp_sessions import effective_models, mode_option, model_option
+from core.activity import LiveTurn, ParkedInput, next_sequence
+from core.agents.updates import (
+    AgentUpdate,
+    ConfigOptionsUpdate,
+    ModeUpdate,
+    PermissionAsk,
+    PlanUpdate,
+    TextChunk,
+    ThoughtChunk,
+    ToolCallUpdate,
+    TurnUsage,
+    UsageUpdate,
+)
+from core.commits import commit_activity, commit_turn_state, record_resolution
+from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
+from core.protocol import (
+    AgentText,
+    AgentThought,
+    ConfigOptions,
+    ContextWindow,
+    ContextWindowEvent,
+    Event,
+    Modes,
+    Part,
+    PendingInput,
+    PermissionRequest,
+    PlanEvent,
+    PlanPart,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    Usage,
+)
+from core.store.database import Store, UnitOfWork
+from core.store.faults import describe
+
+if TYPE_CHECKING:
+    from core.live import LiveSession
+    from core.usage import UsageLedger, UsageStep
+
+log = logging.getLogger(__name__)
+# Queued-but-uncommitted updates per session before the reader waits for the writer.
+MAX_IN_FLIGHT = 128
+
+
+class AgentFeed:
+    """The AgentHandler of one live session: records what its agent says, decides or parks
+    what it asks."""
+
+    def __init__(self, live: LiveSession, store: Store, usage: UsageLedger | None = None) -> None:
+        self._live = live
+        self._store = store
+        self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
+        self._in_flight: deque[asyncio.Future[None]] = deque()
+        self._lost: LostWrites | None = None  # this turn's updates that could not be committed
+        self._cancels: set[asyncio.Task[None]] = set()
+
+    # -- updates -------------------------------------------------------------------------------
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        sid = self._live.id
+        write: Callable[[UnitOfWork], None]
+        ledger: UsageStep | None = None
+        row = transcript_row(sid, update)
+        if row is not None:
+            part, event_at = row
+
+            def write(uow: UnitOfWork) -> None:
+                uow.emit(event_at(uow.parts.append(sid, "agent", part)))
+
+        elif isinstance(update, UsageUpdate):
+            # Session-level state, not transcript content (protocol: context_window).
+            window = ContextWindow(used_tokens=update.used, context_window=update.size)
+            self._live.record = self._live.record.evolve(context_window=window)
+            record = self._live.record
+
+            cost = update.cost
+            if self._usage is not None:
+                ledger = self._usage.context(self._live, update.used, update.size, cost)
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("context_window",))
+                uow.emit(
+                    Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
+                )
+                uow.emit(
+                    ContextWindowEvent(
+                        session=sid,
+                        used_tokens=window.used_tokens,
+                        context_window=window.context_window,
+                    )
+                )
+                if ledger is not None:
+                    ledger(uow)
+
+        elif isinstance(update, TurnUsage):
+            usage = Usage(
+                session=sid,
+                input_tokens=update.input_tokens,
+                output_tokens=update.output_tokens,
+                total_tokens=update.total_tokens,
+                thought_tokens=update.thought_tokens,
+                cached_read_tokens=update.cached_read_tokens,
+                cached_write_tokens=update.cached_write_tokens,
+            )
+            if self._usage is not None:
+                ledger = self._usage.turn_usage(self._live, update)
+
+            def write(uow: UnitOfWork) -> None:
+                uow.emit(usage)
+                if ledger is not None:
+                    ledger(uow)
+
+        elif isinstance(update, ConfigOptionsUpdate):
+            options = update.options
+            changes: dict[str, Any] = {"config_options": options}
+            if (option := model_option(options)) is not None and option.current:
+                # The snapshot's model (and picker) follow the agent's model option.
+                known = self._live.record.models
+                changes["model"] = option.current
+                changes["models"] = effective_models(
+                    known.model_copy(update={"current": option.current}) if known else None,
+                    options,
+                )
+            known_modes = self._live.record.modes
+            if (modes_option := mode_option(options)) is not None and known_modes is not None:
+                current = {"current": modes_option.current}
+                changes["modes"] = known_modes.model_copy(update=current)
+            self._live.record = self._live.record.evolve(**changes)
+            record = self._live.record
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, tuple(changes))
+                uow.emit(ConfigOptions(session=sid, options=options))
+
+        elif isinstance(update, ModeUpdate):
+            modes = self._live.record.modes
+            if modes is None:
+                return  # a mode switch of an agent that never listed its modes
+            modes = modes.model_copy(update={"current": update.mode_id})
+            self._live.record = self._live.record.evolve(modes=modes)
+            record = self._live.record
+
+            def write(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("modes",))
+                uow.emit(Modes(session=sid, available=modes.available, current=modes.current))
+
+        else:  # pragma: no cover - the union is closed
+            return
+        future = await self._queue(write)
+        if ledger is not None and future is not None:
+            future.add_done_callback(ledger.committed)  # acts on a budget crossing
+
+    async def _queue(self, write: Callable[[UnitOfWork], None]) -> asyncio.Future[None] | None:
+        if self._lost is not None:
+            self._lost.count += 1  # the turn is failing: nothing after a gap is kept
+            return None
+        future = self._store.submit(write)
+        future.add_done_callback(self._written)
+        self._in_flight.append(future)
+        while self._in_flight and self._in_flight[0].done():
+            self._in_flight.popleft()
+        if len(self._in_flight) > MAX_IN_FLIGHT:
+            await asyncio.wait([self._in_flight[-1]])
+        return future
+
+    def _written(self, future: asyncio.Future[None]) -> None:
+        if future.cancelled() or (exc := future.exception()) is None:
+            return
+        if self._lost is not None:
+            self._lost.count += 1
+            return
+        self._lost = LostWrites(cause=describe(exc))
+        log.error("agent update of %s was not persisted; failing its turn: %s", self._live.id, exc)
+        live = self._live
+        if live.agent is not None and live.acp_session_id is not None:
+            # The agent must not keep working while nothing of it is recorded.
+            task = asyncio.get_running_loop().create_task(live.agent.cancel(live.acp_session_id))
+            self._cancels.add(task)
+            task.add_done_callback(self._cancels.discard)
+
+    async def flush(self) -> None:
+        """Wait until every queued update is committed (before the turn's closing events)."""
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+            self._in_flight.clear()
+
+    def take_lost_writes(self) -> str | None:
+        """Why the turn must fail (updates that could not be committed), once; None if every
+        update since the last call was committed. Call after `flush`."""
+        lost, self._lost = self._lost, None
+        if lost is None:
+            return None
+        return f"the agent's output could not be saved ({lost.count} update(s) lost): {lost.cause}"
+
+    # -- permissions ---------------------------------------------------------------------------
+
+    async def on_permission(self, ask: PermissionAsk) -> str | None:
+        live = self._live
+        decision = decide(live.record.policy, ask.kind)
+        if decision is not Decision.ASK:
+            # Automatic decisions emit nothing and leave activity alone (§2.2).
+            answer = automatic_answer(decision, ask.options)
+            if answer is not None or decision is Decision.DENY:
+                return answer
+            # Allowed, but the agent offers no one-shot allow: the user decides.
+        await self.flush()  # earlier stream events precede the park in the log
+        async with live.lock:
+            turn = live.turn
+            if turn is None or not turn.accepted:
+                return None  # no accepted turn to park in: answered cancelled (§5.1)
+            pending = PendingInput(
+                input_id=str(uuid.uuid4()),
+                title=ask.title,
+                options=[(oid, name) for oid, name, _kind in ask.options],
+                sequence=next_sequence(),
+            )
+            reply: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            turn.parked[pending.input_id] = ParkedInput(pending=pending, reply=reply)
+            # Activity (awaiting_input) first, then the request itself (§5.1).
+            request = PermissionRequest(
+                session=live.id,
+                request_id=pending.input_id,
+                title=pending.title,
+                options=pending.options,
+                tool_kind=ask.kind,
+            )
+            try:
+                await commit_turn_state(self._store, live, extra=(request,))
+            except Exception:
+                turn.parked.pop(pending.input_id, None)
+                log.exception("could not park permission request for %s", live.id)
+                return None
+        try:
+            choice = await reply
+        except asyncio.CancelledError:
+            # The agent withdrew the request (it died or the connection closed): the input
+            # must not stay actionable. A turn that is ending drains it anyway.
+            await asyncio.shield(self._withdraw(turn, pending.input_id))
+            raise
+        if grants_standing_permission(choice, ask.options):
+            # The user's own "always": a stricter policy later restarts the agent's session.
+            live.agent_grants = True
+        return choice
+
+    async def _withdraw(self, turn: LiveTurn, input_id: str) -> None:
+        live = self._live
+        async with live.lock:
+            parked = turn.parked.pop(input_id, None) if live.turn is turn else None
+            if parked is not None:
+                resolved = record_resolution(live.id, parked.pending, None, None)
+                await commit_activity(self._store, live, turn.state(), after=(resolved,))
+
+
+def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
+    """The transcript part an update persists and its event given the row's seq; None for
+    session-level updates (usage, config options), which are not transcript content."""
+    match update:
+        case TextChunk(message_id=message_id, text=text):
+            return TextPart(text=text), lambda seq: AgentText(
+                session=sid, message_id=message_id, text=text, transcript_seq=seq
+            )
+        case ThoughtChunk(text=text):
+            return ReasoningPart(text=text), lambda seq: AgentThought(
+                session=sid, text=text, transcript_seq=seq
+            )
+        case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
+            agent_input, content, locations = update.agent_input, update.content, update.locations
+            part = ToolCallPart(
+                id=tool_id,
+                title=title,
+                status=status,
+                tool_kind=kind,
+                agent_input=agent_input,
+                content=content,
+                locations=locations,
+            )
+            return part, lambda seq: ToolCall(
+                session=sid,
+                id=tool_id,
+                title=title,
+                status=status,
+                kind=kind,
+                agent_input=agent_input,
+                transcript_seq=seq,
+                content=content,
+                locations=locations,
+            )
+        case PlanUpdate(entries=entries):
+            return PlanPart(entries=entries), lambda seq: PlanEvent(
+                session=sid, entries=entries, transcript_seq=seq
+            )
+    return None
+
+
+@dataclass
+class LostWrites:
+    cause: str
+    count: int = 1

@@ -1,0 +1,61 @@
+"""What an event stream reads from the durable log (API.md §6): the welcome snapshot with the
+log position it reflects, whether a resume position can be replayed (else a resync), and the
+events after a position, in batches. api/stream.py turns these into SSE frames.
+"""
+
+from __future__ import annotations
+
+from core.errors import DomainError, StoreUnavailableError
+from core.protocol import SessionSnapshot
+from core.session import SessionRecord
+from core.store.database import ReadUnit, Store
+from core.store.events import CommittedEvent, LogBounds
+
+__all__ = ["REPLAY_BATCH", "CommittedEvent", "EventFeed", "LogBounds", "resync_reason"]
+REPLAY_BATCH = 500
+
+
+def resync_reason(after: int, bounds: LogBounds) -> str | None:
+    """Why `after` cannot be replayed from a log with `bounds`, or None when it can."""
+    if after > bounds.last:
+        return "position is ahead of the event log"
+    if bounds.first is not None and after < bounds.first - 1:
+        return "position is older than the retained event log"
+    return None
+
+
+class EventFeed:
+    """Reads of the event log and the session list for streams, over one store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def welcome(self, session: str | None = None) -> tuple[list[SessionSnapshot], int]:
+        """The welcome snapshot (one session's, or every active one) and the log position it
+        reflects, from one read transaction; StoreUnavailableError when it can't be read."""
+
+        def read(r: ReadUnit) -> tuple[list[SessionRecord], int]:
+            if session is None:
+                records = r.sessions.list_active()
+            else:  # one row by key, not the whole list filtered
+                record = r.sessions.get(session)
+                records = [record] if record is not None and not record.archived else []
+            return records, r.events.last_seq()
+
+        try:
+            records, through = await self._store.read(read)
+        except DomainError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailableError(f"couldn't read sessions: {exc}") from exc
+        return [rec.snapshot() for rec in records], through
+
+    async def resync(self, after: int) -> str | None:
+        """Why a stream can't resume after `after` (it gets a resync), or None."""
+        return resync_reason(after, await self._store.read(lambda r: r.events.bounds()))
+
+    async def after(self, seq: int, session: str | None) -> list[CommittedEvent]:
+        """Up to REPLAY_BATCH events after `seq` (of one session, or all), oldest first."""
+        return await self._store.read(
+            lambda r: r.events.after(seq, session=session, limit=REPLAY_BATCH)
+        )

@@ -1,0 +1,328 @@
+"""Webhooks (issue 15, part 3): the service behind `/v1/webhooks` and the delivery worker.
+
+Deliveries come from the durable outbox the store fills in each event's own transaction
+(core/store/webhooks.py). The `WebhookDispatcher` is one asyncio task of the server: it reads
+due deliveries on a reader thread, posts each with `httpx.AsyncClient` (timeouts, bounded
+concurrency, the response body never read), and records every outcome through the writer;
+nothing it does blocks the event loop or holds the writer. It is woken when an event that
+may have queued deliveries commits, when an attempt finishes, or when the next retry is due.
+
+Every request is signed: `C2-Webhook-Signature: v1=<hex HMAC-SHA256(secret, timestamp + "."
++ body)>` with `C2-Webhook-Timestamp` (unix seconds) and `C2-Webhook-Id` (the delivery id,
+the same on every retry: receivers deduplicate on it; delivery is at least once). A failed
+attempt (no 2xx in time; redirects are not followed) is retried after about 1, 2, 4, 8 … s
+(±20 % jitter, at most 5 min); DISABLE_AFTER consecutive failures disable the webhook with a
+`webhook_disabled` event, and its pending deliveries wait until it is re-enabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from core.errors import (
+    InvalidWebhookUrlError,
+    RequestIdReusedError,
+    UnknownEventError,
+    WebhookNotFoundError,
+)
+from core.notify.payloads import WEBHOOK_EVENTS, event_kind
+from core.protocol import WebhookDisabled
+from core.session import utcnow
+from core.store.database import Store, UnitOfWork
+from core.store.events import CommittedEvent
+from core.store.webhooks import DueDelivery, WebhookRepository
+
+log = logging.getLogger(__name__)
+MAX_URL_CHARS = 2048
+BACKOFF_CAP_SECONDS = 300.0
+JITTER = 0.2
+# Attempts in flight at once, and how long one may take.
+CONCURRENCY = 8
+CONNECT_TIMEOUT = 5.0
+REQUEST_TIMEOUT = 10.0
+# Longest sleep with nothing due (a safety net: commits and finished attempts wake it).
+IDLE_WAIT = 30.0
+# Pause after the store could not record an outcome (the delivery is retried afterwards).
+STORE_ERROR_PAUSE = 1.0
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL with a host; loopback and private addresses are allowed (c2 is often
+    on a LAN with its receivers)."""
+    if len(url) > MAX_URL_CHARS or any(c.isspace() for c in url):
+        raise InvalidWebhookUrlError("the URL is too long or contains whitespace")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        raise InvalidWebhookUrlError(f"not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidWebhookUrlError("only http and https URLs are allowed")
+    if not parts.hostname:
+        raise InvalidWebhookUrlError("the URL has no host")
+    return url
+
+
+def check_events(events: list[str]) -> list[str]:
+    """The subscribed event names, deduplicated in order; an unknown one is named."""
+    if not events:
+        raise UnknownEventError("name at least one event")
+    unknown = [name for name in events if name not in WEBHOOK_EVENTS]
+    if unknown:
+        known = ", ".join(sorted(WEBHOOK_EVENTS))
+        raise UnknownEventError(f"unknown event {unknown[0]!r} (known: {known})")
+    return list(dict.fromkeys(events))
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The `C2-Webhook-Signature` value: v1=<hex HMAC-SHA256(secret, timestamp "." body)>."""
+    mac = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, "sha256")
+    return f"v1={mac.hexdigest()}"
+
+
+def retry_delay(
+    attempts: int, scale: float = 1.0, rand: Callable[[], float] = random.random
+) -> float:
+    """Seconds before the next attempt after `attempts` failed ones: 1, 2, 4, 8 … ±20 %,
+    at most 5 min, times `scale` (tests shorten it)."""
+    base = 2.0 ** max(0, min(attempts - 1, 16))
+    jittered = base * (1.0 - JITTER + 2 * JITTER * rand())
+    return min(BACKOFF_CAP_SECONDS, jittered) * scale
+
+
+class WebhookService:
+    """Create, read, change and delete webhooks; list a webhook's deliveries."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def create(
+        self,
+        *,
+        url: str,
+        secret: str,
+        events: list[str],
+        include_content: bool,
+        device_id: str,
+        request_id: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The new webhook's wire form and whether it is a replay of `request_id`."""
+        check_url(url)
+        names = check_events(events)
+        fingerprint = hashlib.sha256(
+            json.dumps([url, secret, names, include_content]).encode("utf-8")
+        ).hexdigest()
+
+        def write(uow: UnitOfWork) -> tuple[dict[str, Any], bool]:
+            if request_id is not None:
+                record = uow.idempotency.get(device_id, request_id)
+                if record is not None:
+                    if not hmac.compare_digest(record.op_hash, fingerprint):
+                        raise RequestIdReusedError(
+                            f"request_id {request_id!r} was already used with a different body"
+                        )
+                    stored: dict[str, Any] = json.loads(record.body_json)
+                    return stored, True
+            hook = WebhookRepository(uow.conn).create(
+                url=url,
+                secret=secret,
+                events=names,
+                include_content=include_content,
+                created_by=device_id,
+            )
+            body = hook.wire()
+            if request_id is not None:
+                uow.idempotency.put(device_id, request_id, fingerprint, 201, json.dumps(body))
+            return body, False
+
+        return await self._store.write(write)
+
+    async def all(self) -> list[dict[str, Any]]:
+        hooks = await self._store.read(lambda r: WebhookRepository(r.conn).all())
+        return [hook.wire() for hook in hooks]
+
+    async def get(self, hook_id: str) -> dict[str, Any]:
+        hook = await self._store.read(lambda r: WebhookRepository(r.conn).get(hook_id))
+        if hook is None:
+            raise WebhookNotFoundError(f"no webhook {hook_id!r}")
+        return hook.wire()
+
+    async def update(self, hook_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change url, secret, events, include_content or enabled (true re-enables)."""
+        if "url" in changes:
+            check_url(changes["url"])
+        if "events" in changes:
+            changes["events"] = check_events(changes["events"])
+        hook = await self._store.write(
+            lambda uow: WebhookRepository(uow.conn).update(hook_id, changes)
+        )
+        if hook is None:
+            raise WebhookNotFoundError(f"no webhook {hook_id!r}")
+        return hook.wire()
+
+    async def delete(self, hook_id: str) -> None:
+        if not await self._store.write(lambda uow: WebhookRepository(uow.conn).delete(hook_id)):
+            raise WebhookNotFoundError(f"no webhook {hook_id!r}")
+
+    async def prune(self, retention: timedelta) -> int:
+        """Forget delivered deliveries past `retention` (housekeeping)."""
+        cutoff = utcnow() - retention
+        return await self._store.write(
+            lambda uow: WebhookRepository(uow.conn).prune_delivered(cutoff)
+        )
+
+    async def deliveries(self, hook_id: str, limit: int) -> list[dict[str, Any]]:
+        def read(r: Any) -> list[dict[str, Any]] | None:
+            repo = WebhookRepository(r.conn)
+            if repo.get(hook_id) is None:
+                return None
+            return [d.wire() for d in repo.deliveries(hook_id, limit)]
+
+        found = await self._store.read(read)
+        if found is None:
+            raise WebhookNotFoundError(f"no webhook {hook_id!r}")
+        return found
+
+
+class WebhookDispatcher:
+    """The delivery worker: run `run()` as a task for the server's life."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        backoff_scale: float = 1.0,
+        concurrency: int = CONCURRENCY,
+        timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self._store = store
+        self._scale = backoff_scale
+        self._concurrency = max(1, concurrency)
+        self._timeout = timeout
+        self._wake = asyncio.Event()
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+
+    def notice(self, events: list[CommittedEvent]) -> None:
+        """The store's publish hook (on the loop, after a commit): wake up when the batch
+        holds an event that may have queued deliveries."""
+        if any(event_kind(ev.payload) in WEBHOOK_EVENTS for ev in events):
+            self._wake.set()
+
+    async def run(self) -> None:
+        timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
+        limits = httpx.Limits(max_connections=self._concurrency)
+        async with httpx.AsyncClient(
+            timeout=timeout, limits=limits, follow_redirects=False, trust_env=False
+        ) as client:
+            try:
+                while True:
+                    self._wake.clear()
+                    try:
+                        wait = await self._start_due(client)
+                    except Exception as exc:
+                        log.warning("could not read pending webhook deliveries: %s", exc)
+                        wait = STORE_ERROR_PAUSE
+                    if wait > 0:
+                        try:
+                            await asyncio.wait_for(self._wake.wait(), wait)
+                        except TimeoutError:
+                            pass
+            finally:
+                for task in list(self._inflight.values()):
+                    task.cancel()
+                if self._inflight:
+                    await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+
+    async def _start_due(self, client: httpx.AsyncClient) -> float:
+        """Start every due delivery a free slot can take; seconds until the next is due."""
+        free = self._concurrency - len(self._inflight)
+        if free <= 0:
+            return IDLE_WAIT  # a finishing attempt wakes the loop
+        limit = free + len(self._inflight)
+        pending = await self._store.read(lambda r: WebhookRepository(r.conn).pending(limit))
+        now = utcnow()
+        for delivery in pending:
+            if delivery.id in self._inflight:
+                continue
+            if delivery.next_attempt_at > now:
+                return max(0.01, float((delivery.next_attempt_at - now).total_seconds()))
+            if free <= 0:
+                break
+            free -= 1
+            self._inflight[delivery.id] = asyncio.create_task(
+                self._attempt(client, delivery), name=f"c2-webhook:{delivery.id}"
+            )
+        return IDLE_WAIT
+
+    async def _attempt(self, client: httpx.AsyncClient, delivery: DueDelivery) -> None:
+        try:
+            status = await self._post(client, delivery)
+            if status is not None and 200 <= status < 300:
+                await self._store.write(
+                    lambda uow: WebhookRepository(uow.conn).delivered(
+                        delivery.id, delivery.webhook_id, status
+                    )
+                )
+            else:
+                await self._store.write(self._failure(delivery, status))
+        except Exception as exc:
+            # The outcome is not recorded: the delivery stays pending and is tried again.
+            log.warning("could not record webhook delivery %s: %s", delivery.id, exc)
+            await asyncio.sleep(STORE_ERROR_PAUSE)
+        finally:
+            self._inflight.pop(delivery.id, None)
+            self._wake.set()
+
+    async def _post(self, client: httpx.AsyncClient, delivery: DueDelivery) -> int | None:
+        body = delivery.body.encode("utf-8")
+        stamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "c2-webhooks/1",
+            "C2-Webhook-Id": delivery.id,
+            "C2-Webhook-Timestamp": stamp,
+            "C2-Webhook-Signature": sign(delivery.secret, stamp, body),
+        }
+        try:
+            # Streamed and closed unread: a receiver's answer body is of no use and unbounded.
+            async with client.stream("POST", delivery.url, content=body, headers=headers) as resp:
+                return resp.status_code
+        except httpx.HTTPError as exc:
+            log.info("webhook delivery %s to %s failed: %s", delivery.id, delivery.url, exc)
+            return None
+
+    def _failure(self, delivery: DueDelivery, status: int | None) -> Callable[[UnitOfWork], None]:
+        retry_at = utcnow() + timedelta(seconds=retry_delay(delivery.attempts + 1, self._scale))
+
+        def write(uow: UnitOfWork) -> None:
+            disabled = WebhookRepository(uow.conn).failed(
+                delivery.id, delivery.webhook_id, status, retry_at
+            )
+            if disabled is not None:
+                log.warning(
+                    "webhook %s disabled after %d consecutive failures",
+                    disabled.webhook_id,
+                    disabled.failures,
+                )
+                uow.emit(
+                    WebhookDisabled(
+                        webhook=disabled.webhook_id,
+                        url=disabled.url,
+                        failures=disabled.failures,
+                        last_status=disabled.last_status,
+                    )
+                )
+
+        return write

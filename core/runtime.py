@@ -1,0 +1,135 @@
+"""The core one server runs: store, bus, engine, device auth, the event feed and idempotent
+retry, with their start, readiness, housekeeping and close. api/services.py adds the HTTP side
+(op dispatch, draining) and owns nothing of the store itself.
+
+Start-up claims the home and the database (one owner each, core/store/ownership.py) before
+anything is migrated or recovered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from core.auth import DeviceAuth
+from core.bus import EventBus
+from core.engine import Engine
+from core.event_feed import EventFeed
+from core.home import HomeLock, open_home, sqlite_url
+from core.idempotent import IdempotentOps
+from core.notify.push import PushService
+from core.notify.webhooks import WebhookDispatcher, WebhookService
+from core.search.service import SearchService
+from core.store.database import Store
+from core.store.events import CommittedEvent
+
+log = logging.getLogger(__name__)
+# Builds the engine over the runtime's store (and bus, for engines that want it).
+EngineBuilder = Callable[[Store, EventBus], Engine]
+
+
+class Runtime:
+    """Store, bus, engine and auth of one server, started and closed in order."""
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        database_url: str,
+        engine: EngineBuilder,
+        store_retry_seconds: float = 30.0,
+        pairing_ttl: timedelta = timedelta(minutes=15),
+        ticket_ttl: timedelta = timedelta(minutes=5),
+        pair_attempts_per_minute: int = 10,
+        webhook_backoff_scale: float = 1.0,
+        vapid_subject: str = "",
+    ) -> None:
+        self.home = home
+        self.database_url = database_url
+        self.bus = EventBus()
+        self.store = Store(database_url, exclusive=True, retry_seconds=store_retry_seconds)
+        self.engine = engine(self.store, self.bus)
+        self.auth = DeviceAuth(
+            self.store,
+            self.bus,
+            pairing_ttl=pairing_ttl,
+            ticket_ttl=ticket_ttl,
+            pair_attempts_per_minute=pair_attempts_per_minute,
+        )
+        self.feed = EventFeed(self.store)
+        self.idempotent = IdempotentOps(self.store)
+        self.search = SearchService(self.store)
+        self.webhooks = WebhookService(self.store)
+        self.webhook_dispatcher = WebhookDispatcher(self.store, backoff_scale=webhook_backoff_scale)
+        self.push = PushService(self.store, home, vapid_subject)
+        self._store_started = False
+        self._home: HomeLock | None = None
+
+    async def start(self) -> None:
+        """Claim the home, open the writer (claiming the database; committed events reach the
+        bus), migrate, then start the engine (recovery first). Another owner fails the start
+        before anything is written."""
+        in_home = self.database_url == sqlite_url(self.home)
+        self._home = await asyncio.to_thread(open_home, self.home, create_database=in_home)
+        await asyncio.to_thread(self.store.start, self._published)
+        self._store_started = True
+        await asyncio.to_thread(self.store.migrate)
+        await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
+        await self.engine.start()
+
+    def _published(self, events: list[CommittedEvent]) -> None:
+        """The store's publish hook (on the loop, after each commit): live streams, then the
+        notifiers, which only look at the batch and wake up."""
+        self.bus.publish(events)
+        self.webhook_dispatcher.notice(events)
+        self.push.notice(events)
+
+    def unavailable(self) -> bool:
+        """The store knows it cannot take writes now."""
+        return self.store.unavailable() is not None
+
+    async def ready(self, timeout: float) -> bool:
+        """The store answers a read and the writer can commit, each within `timeout`."""
+        if self.unavailable():
+            return False
+        try:
+            # The writer too: an idle writer whose connection (and owner lock) was lost would
+            # only find out at its next write.
+            await self.store.ping_writer(timeout)
+            await asyncio.wait_for(self.store.read(lambda r: r.ping()), timeout)
+        except Exception:
+            return False
+        return True
+
+    async def sweep(self, event_retention: timedelta) -> None:
+        """Prune events and delivered webhook deliveries past retention, idempotency records
+        past 24 h, dead tokens/tickets."""
+        events = await self.store.write(lambda uow: uow.events.prune(event_retention))
+        records = await self.store.write(lambda uow: uow.idempotency.prune())
+        secrets = await self.auth.prune()
+        deliveries = await self.webhooks.prune(event_retention)
+        if events or records or secrets or deliveries:
+            log.info(
+                "pruned %d events, %d idempotency records, %d auth rows, %d webhook deliveries",
+                events,
+                records,
+                secrets,
+                deliveries,
+            )
+
+    async def close(self) -> None:
+        """Persist batched state, close the store, release the home (after the engine's
+        shutdown and the streams' end)."""
+        if self._store_started:
+            try:
+                await self.auth.flush_last_seen()
+            except Exception:
+                log.exception("could not flush device last-seen times")
+            await asyncio.to_thread(self.store.close)
+            self._store_started = False
+        if self._home is not None:
+            self._home.release()
+            self._home = None
