@@ -289,3 +289,21 @@ def test_webhook_add_disable_deliveries_delete(
     expect(page.get_by_text(receiver.url)).to_have_count(0)
     with api(c2) as client:
         assert all(h["url"] != receiver.url for h in client.get("/v1/webhooks").json()["webhooks"])
+
+
+def test_usage_page_sums_reported_tokens_and_cost(page: Page, c2: C2Server, tmp_path: Path):
+    """A turn's reported usage shows on the Usage page per session, then per agent."""
+    session = new_session(c2, tmp_path)
+    with api(c2) as client:
+        _prompt_and_wait(client, session["id"], "/spend 1200 345 0.25 USD\n/text spent")
+        title = client.get(f"/v1/sessions/{session['id']}").json()["title"]
+    page.goto(c2.base_url + "/")
+    page.get_by_role("link", name="Usage").click()
+    table = page.get_by_role("table", name="Usage")
+    row = table.get_by_role("row").filter(has_text=title)
+    expect(row).to_contain_text("1200")
+    expect(row).to_contain_text("345")
+    expect(row).to_contain_text("1545")
+    expect(row).to_contain_text("0.2500 USD")
+    page.get_by_label("Group by").select_option("provider")
+    expect(table.get_by_role("row").filter(has_text="scripted")).to_have_count(1)

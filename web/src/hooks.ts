@@ -19,6 +19,7 @@ export type Route =
   | { page: "session"; id: string; at: HitTarget | null }
   | { page: "devices" }
   | { page: "webhooks" }
+  | { page: "usage" }
   | { page: "search"; q: string };
 
 function intOrNull(value: string | null): number | null {
@@ -35,6 +36,7 @@ export function parseRoute(hash: string): Route {
   }
   if (hash === "#/devices") return { page: "devices" };
   if (hash === "#/webhooks") return { page: "webhooks" };
+  if (hash === "#/usage") return { page: "usage" };
   const search = /^#\/search(?:\?(.*))?$/.exec(hash);
   if (search) return { page: "search", q: new URLSearchParams(search[1] ?? "").get("q") ?? "" };
   return { page: "home" };

@@ -9,6 +9,7 @@ import { useRoute, useStore, sessionHref } from "./hooks.js";
 import { registerWorker } from "./push.js";
 import { DevicesPage } from "./ui/devices.js";
 import { SearchBox, SearchPage } from "./ui/search.js";
+import { UsagePage } from "./ui/usage.js";
 import { WebhooksPage } from "./ui/webhooks.js";
 import { NewSessionButton, SessionList } from "./ui/sessions.js";
 import { SessionPage } from "./ui/session.js";
@@ -64,6 +65,7 @@ function Shell() {
         <NeedsYou current={current} />
         <span class="spacer" />
         <a href="#/devices">Devices</a>
+        <a href="#/usage">Usage</a>
         <a href="#/webhooks">Webhooks</a>
         <NewSessionButton />
       </header>
@@ -76,6 +78,8 @@ function Shell() {
           <SessionPage key={`${route.id}:${route.at?.seq ?? ""}`} id={route.id} at={route.at} />
         ) : route.page === "devices" ? (
           <DevicesPage />
+        ) : route.page === "usage" ? (
+          <UsagePage />
         ) : route.page === "webhooks" ? (
           <WebhooksPage />
         ) : route.page === "search" ? (
