@@ -69,7 +69,7 @@ bench: $(STAMP) $(NPM_STAMP)
 # event stream change; `make serve` and `make test` build it when missing or stale.
 WEB_STAMP := web/node_modules/.deps-stamp
 WEB_INDEX := api/web_dist/index.html
-WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json web/scripts \
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json web/scripts web/public \
 	-type f -not -path 'web/src/c2/*' 2>/dev/null)
 
 $(WEB_STAMP): web/package-lock.json

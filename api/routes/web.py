@@ -6,6 +6,11 @@ app redeems the `#token=` fragment itself) with `no-cache`, so a rebuilt client 
 once; the content-hashed files under `/assets/` are immutable and cached for a year. The CSP
 allows this origin's scripts, styles and API only: no inline script or style, no eval, no
 framing. Without a build, `/` says how to make one instead of answering 404.
+
+`/sw.js` is the service worker that shows Web Push notifications (issue 15). It is served
+from the root, uncached and unhashed, because a worker's scope is its own path's folder and
+the browser re-checks the script at that one URL for updates; it fetches nothing, so its own
+policy allows nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ PAGE_HEADERS = {
 }
 ASSET_HEADERS = {
     "Cache-Control": "public, max-age=31536000, immutable",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+WORKER_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -70,3 +81,11 @@ async def web_asset(name: str) -> Response:
     if not ASSET_NAME.match(name) or not path.is_file():
         return Response(status_code=404, headers={"Cache-Control": "no-store"})
     return FileResponse(path, headers=ASSET_HEADERS)
+
+
+@router.get("/sw.js")
+async def web_service_worker() -> Response:
+    path = DIST / "sw.js"
+    if not path.is_file():
+        return Response(status_code=404, headers={"Cache-Control": "no-store"})
+    return FileResponse(path, media_type="text/javascript", headers=WORKER_HEADERS)

@@ -146,3 +146,8 @@ export function prepend(older: Turn[], turns: Turn[]): Turn[] {
 export function withPrompt(turns: Turn[], userSeq: number, text: string): Turn[] {
   return turns.map((turn) => (turn.userSeq === userSeq && turn.prompt !== text ? { ...turn, prompt: text } : turn));
 }
+
+/** Whether transcript row `seq` belongs to `turn` (a search hit's row, for highlighting). */
+export function holdsSeq(turn: Turn, seq: number): boolean {
+  return (turn.userSeq ?? Number.NEGATIVE_INFINITY) <= seq && seq <= turn.lastSeq;
+}

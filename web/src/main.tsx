@@ -6,7 +6,11 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { connection, credential, redeemPairing, sessions, startStream, stopStream } from "./app.js";
 import { useRoute, useStore, sessionHref } from "./hooks.js";
+import { registerWorker } from "./push.js";
 import { DevicesPage } from "./ui/devices.js";
+import { SearchBox, SearchPage } from "./ui/search.js";
+import { UsagePage } from "./ui/usage.js";
+import { WebhooksPage } from "./ui/webhooks.js";
 import { NewSessionButton, SessionList } from "./ui/sessions.js";
 import { SessionPage } from "./ui/session.js";
 import "./style.css";
@@ -46,6 +50,8 @@ function Shell() {
   const route = useRoute();
   useEffect(() => {
     startStream();
+    // The worker shows push notifications and opens a session on a click (push.ts).
+    registerWorker().catch(() => undefined);
     return stopStream;
   }, []);
   const current = route.page === "session" ? route.id : null;
@@ -59,16 +65,25 @@ function Shell() {
         <NeedsYou current={current} />
         <span class="spacer" />
         <a href="#/devices">Devices</a>
+        <a href="#/usage">Usage</a>
+        <a href="#/webhooks">Webhooks</a>
         <NewSessionButton />
       </header>
       <aside class="side">
+        <SearchBox initial={route.page === "search" ? route.q : ""} />
         <SessionList current={current} />
       </aside>
       <main class="main">
         {route.page === "session" ? (
-          <SessionPage key={route.id} id={route.id} />
+          <SessionPage key={`${route.id}:${route.at?.seq ?? ""}`} id={route.id} at={route.at} />
         ) : route.page === "devices" ? (
           <DevicesPage />
+        ) : route.page === "usage" ? (
+          <UsagePage />
+        ) : route.page === "webhooks" ? (
+          <WebhooksPage />
+        ) : route.page === "search" ? (
+          <SearchPage q={route.q} />
         ) : (
           <div class="empty">
             <p>Pick a session, or start one with “New session”.</p>

@@ -1,13 +1,59 @@
-/** The Devices page: paired devices, each revocable (revoking this one returns to pairing). */
+/**
+ * The Devices page: paired devices, each revocable (revoking this one returns to pairing), and
+ * this browser's notifications (Web Push) on or off.
+ */
 import { useEffect, useState } from "preact/hooks";
 import { credential, signOut } from "../app.js";
 import { listDevices, revokeDevice } from "../c2/generated/sdk.gen.js";
 import type { DeviceOut } from "../c2/generated/types.gen.js";
 import { problemMessage } from "../errors.js";
 import { useStore } from "../hooks.js";
+import { disableNotifications, enableNotifications, notificationsEnabled, pushSupported } from "../push.js";
 
 function when(stamp: string | null | undefined): string {
   return stamp ? new Date(stamp).toLocaleString() : "never";
+}
+
+function Notifications() {
+  const [enabled, setEnabled] = useState<boolean | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    void notificationsEnabled().then(setEnabled);
+  }, []);
+  const change = async (on: boolean) => {
+    setBusy(true);
+    const failed = on ? await enableNotifications() : await disableNotifications();
+    setBusy(false);
+    setError(failed);
+    setEnabled(await notificationsEnabled());
+  };
+  return (
+    <section class="notifications" aria-label="Notifications">
+      <h2>Notifications</h2>
+      <p class="muted">
+        A notification on this browser when an agent needs you or a turn finishes (titles and kinds only, never the
+        conversation).
+      </p>
+      {!pushSupported() ? (
+        <p class="muted">This browser cannot receive notifications from c2.</p>
+      ) : enabled ? (
+        <button type="button" disabled={busy} onClick={() => void change(false)}>
+          Disable notifications
+        </button>
+      ) : (
+        <button type="button" class="primary" disabled={busy || enabled === null} onClick={() => void change(true)}>
+          Enable notifications
+        </button>
+      )}
+      {enabled && <p role="status">Notifications are on for this browser.</p>}
+      {error && (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
 }
 
 export function DevicesPage() {
@@ -59,6 +105,7 @@ export function DevicesPage() {
           ))}
         </ul>
       )}
+      <Notifications />
     </div>
   );
 }

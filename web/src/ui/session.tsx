@@ -35,9 +35,9 @@ import type {
   SkillInfo,
   StreamEvent,
 } from "../c2/generated/types.gen.js";
-import { type Item, type Turn, applyPart, eventPart, fromEntries, isNewer, prepend, withPrompt } from "../conversation.js";
+import { type Item, type Turn, applyPart, eventPart, fromEntries, holdsSeq, isNewer, prepend, withPrompt } from "../conversation.js";
 import { problemMessage } from "../errors.js";
-import { requestId, useStore } from "../hooks.js";
+import { type HitTarget, requestId, sessionHref, useStore } from "../hooks.js";
 import { Markdown } from "../markdown.js";
 import { MODES, SANDBOXES, activityLabel, providerLabel } from "./sessions.js";
 
@@ -87,14 +87,14 @@ function ItemView({ item }: { item: Item }) {
 }
 
 /** One turn; re-renders only when its own object changes (a live chunk touches the last). */
-class TurnView extends Component<{ turn: Turn }> {
-  override shouldComponentUpdate(next: { turn: Turn }): boolean {
-    return next.turn !== this.props.turn;
+class TurnView extends Component<{ turn: Turn; hit?: boolean }> {
+  override shouldComponentUpdate(next: { turn: Turn; hit?: boolean }): boolean {
+    return next.turn !== this.props.turn || next.hit !== this.props.hit;
   }
   override render() {
-    const { turn } = this.props;
+    const { turn, hit } = this.props;
     return (
-      <article class="turn" aria-label={turn.prompt ? `Turn: ${turn.prompt.slice(0, 60)}` : "Turn"}>
+      <article class={hit ? "turn hit" : "turn"} aria-current={hit ? "true" : undefined} aria-label={turn.prompt ? `Turn: ${turn.prompt.slice(0, 60)}` : "Turn"}>
         {turn.userSeq !== null && <div class="prompt">{turn.prompt ?? "…"}</div>}
         <div class="reply">
           {turn.items.map((item) => (
@@ -107,13 +107,14 @@ class TurnView extends Component<{ turn: Turn }> {
 }
 
 /** Every turn but the newest: skipped by a live chunk, which only replaces the newest turn. */
-class OlderTurns extends Component<{ turns: Turn[] }> {
-  override shouldComponentUpdate(next: { turns: Turn[] }): boolean {
+class OlderTurns extends Component<{ turns: Turn[]; hit: number | null }> {
+  override shouldComponentUpdate(next: { turns: Turn[]; hit: number | null }): boolean {
     const now = this.props.turns;
-    return next.turns.length !== now.length || next.turns.some((turn, i) => turn !== now[i]);
+    return next.hit !== this.props.hit || next.turns.length !== now.length || next.turns.some((turn, i) => turn !== now[i]);
   }
   override render() {
-    return this.props.turns.map((turn) => <TurnView key={turn.userSeq ?? "preamble"} turn={turn} />);
+    const { hit } = this.props;
+    return this.props.turns.map((turn) => <TurnView key={turn.userSeq ?? "preamble"} turn={turn} hit={hit !== null && holdsSeq(turn, hit)} />);
   }
 }
 
@@ -457,7 +458,13 @@ interface Model {
   loaded: boolean;
 }
 
-function useConversation(id: string) {
+/**
+ * The conversation of session `id`: the newest page plus live events, or — opened from a
+ * search hit on an older page (`at.before`) — that page alone, without live events (pages
+ * only go backwards; "Back to latest" returns to the live view).
+ */
+function useConversation(id: string, at: HitTarget | null) {
+  const jumped = at !== null && at.before !== null;
   const generation = useStore(epoch);
   const model = useRef<Model>({ turns: [], nextBefore: null, loaded: false });
   const sentPrompts = useRef(new Map<string, string>());
@@ -491,11 +498,12 @@ function useConversation(id: string) {
       if (event.event === "turn_started") void fillPrompt(part.seq, event.request_id);
     };
     const off = onEvent((event) => {
-      if (event.session !== id) return;
+      if (event.session !== id || jumped) return;
       if (buffer !== null) buffer.push(event);
       else apply(event);
     });
-    void getTranscript({ path: { session_id: id }, query: { limit: PAGE_TURNS } }).then((page) => {
+    const query = jumped ? { before: at.before as number, limit: PAGE_TURNS } : { limit: PAGE_TURNS };
+    void getTranscript({ path: { session_id: id }, query }).then((page) => {
       if (!alive) return;
       if (page.data === undefined) {
         setError(problemMessage(page.error));
@@ -525,13 +533,15 @@ function useConversation(id: string) {
     model.current = { ...model.current, turns: prepend(fromEntries(page.data.entries), model.current.turns), nextBefore: page.data.next_before };
     render((n) => n + 1);
   };
-  return { model: model.current, loadEarlier, error, sentPrompts: sentPrompts.current };
+  return { model: model.current, loadEarlier, error, sentPrompts: sentPrompts.current, jumped };
 }
 
-export function SessionPage({ id }: { id: string }) {
+export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | null }) {
   const list = useStore(sessions);
   const session = list.find((s) => s.id === id);
-  const { model, loadEarlier, error, sentPrompts } = useConversation(id);
+  const { model, loadEarlier, error, sentPrompts, jumped } = useConversation(id, at);
+  const hit = at?.seq ?? null;
+  const shownHit = useRef(false);
   const [notice, setNotice] = useState<string | null>(null);
   const [showSettings, setShowSettings] = useState(false);
   const scroller = useRef<HTMLDivElement>(null);
@@ -543,6 +553,16 @@ export function SessionPage({ id }: { id: string }) {
   useLayoutEffect(() => {
     const el = scroller.current;
     if (el === null) return;
+    if (hit !== null && !shownHit.current && model.loaded) {
+      // Opened from a search hit: bring its turn into view once, then stop following.
+      const target = el.querySelector(".turn.hit");
+      if (target !== null) {
+        shownHit.current = true;
+        stick.current = false;
+        target.scrollIntoView({ block: "center" });
+        return;
+      }
+    }
     if (anchor.current !== null) {
       el.scrollTop = el.scrollHeight - anchor.current; // keep the view still after paging in
       anchor.current = null;
@@ -650,21 +670,35 @@ export function SessionPage({ id }: { id: string }) {
         }}
       >
         <section aria-label="Conversation" class="conversation">
+          {jumped && (
+            <p class="jumped" role="note">
+              Showing an earlier part of this conversation. <a href={sessionHref(id)}>Back to latest</a>
+            </p>
+          )}
           {model.nextBefore !== null && (
             <button type="button" class="earlier" onClick={() => void older()}>
               Load earlier messages
             </button>
           )}
           {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
-          <OlderTurns turns={model.turns.slice(0, -1)} />
-          {model.turns.length > 0 && <TurnView key={model.turns[model.turns.length - 1]?.userSeq ?? "preamble"} turn={model.turns[model.turns.length - 1] as Turn} />}
+          <OlderTurns turns={model.turns.slice(0, -1)} hit={hit} />
+          {model.turns.length > 0 && (
+            <TurnView
+              key={model.turns[model.turns.length - 1]?.userSeq ?? "preamble"}
+              turn={model.turns[model.turns.length - 1] as Turn}
+              hit={hit !== null && holdsSeq(model.turns[model.turns.length - 1] as Turn, hit)}
+            />
+          )}
           {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
         </section>
       </div>
       {pending.map((p) => (
         <PermissionCard key={p.input_id} session={id} pending={p} />
       ))}
-      <Composer session={session} running={running} onSent={(rid, text) => sentPrompts.set(rid, text)} />
+      <Composer session={session} running={running} onSent={(rid, text) => {
+          sentPrompts.set(rid, text);
+          if (jumped) location.hash = sessionHref(id); // a new turn is seen in the live view
+        }} />
     </div>
   );
 }
