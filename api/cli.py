@@ -140,6 +140,7 @@ ENVIRONMENT = f"""environment:
   C2_EVENT_RETENTION_DAYS   days of event log kept for resume (default 7)
   C2_MAX_BODY_BYTES         largest request body accepted (default {Settings.max_body_bytes})
   C2_MAX_CONNECTIONS        concurrent connections served (default {Settings.max_connections})
+  C2_MAX_STREAMS_PER_DEVICE event streams one device may open (default 32)
   C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
   C2_VAPID_SUBJECT          Web Push VAPID `sub` when --vapid-subject is not given
   C2_WEBHOOK_BACKOFF_SCALE  multiplies webhook retry delays (default 1)

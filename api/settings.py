@@ -74,6 +74,7 @@ class Settings:
         max_agents = env.get("C2_MAX_LIVE_AGENTS")
         max_body = env.get("C2_MAX_BODY_BYTES")
         max_connections = env.get("C2_MAX_CONNECTIONS")
+        max_streams = env.get("C2_MAX_STREAMS_PER_DEVICE")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
         backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
         return cls(
@@ -88,6 +89,9 @@ class Settings:
             max_body_bytes=max(1024, int(max_body)) if max_body else cls.max_body_bytes,
             max_connections=(
                 max(8, int(max_connections)) if max_connections else cls.max_connections
+            ),
+            max_streams_per_device=(
+                max(1, int(max_streams)) if max_streams else cls.max_streams_per_device
             ),
             store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
             webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,

@@ -4,7 +4,8 @@ What it reads comes from core/event_feed.py; this module only orders and frames 
 
 The stream subscribes to the bus before it reads anything, so nothing falls between a read
 and the live tail; it sends each sequence at most once (dedup by seq) and catches up from the
-durable log when it lagged. Event frames are built by concatenating the stored wire JSON.
+durable log when it lagged. Event frames are encoded once per event (core/event_ring.py) and
+the same bytes go to every stream; a batch of them is one chunk, so one write per client.
 """
 
 from __future__ import annotations
@@ -13,29 +14,16 @@ import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from functools import lru_cache
 
 from core.bus import EventBus
 from core.event_feed import REPLAY_BATCH, CommittedEvent, EventFeed
+from core.event_ring import event_frame
 
+__all__ = ["PING", "EventStream", "StreamSlots", "data_frame", "event_frame"]
 log = logging.getLogger(__name__)
 # The heartbeat comes from the stream itself (one task fewer per idle stream than
 # sse-starlette's own pinger); sse-starlette still applies the send timeout to it.
 PING = b": ping\n\n"
-
-
-@lru_cache(maxsize=1024)  # recent events only: a fan-out reuses them within one batch
-def event_frame(ev: CommittedEvent) -> bytes:
-    """`id: SEQ` + `data: {"kind":"event","event":<payload>}`; cached so N streams share it."""
-    return b"".join(
-        (
-            b"id: ",
-            str(ev.seq).encode(),
-            b'\ndata: {"kind":"event","event":',
-            ev.payload.encode(),
-            b"}\n\n",
-        )
-    )
 
 
 def data_frame(data: str, seq: int | None = None) -> bytes:
@@ -159,12 +147,13 @@ class EventStream:
             batch = await self._feed.after(self.last, self._session)
             if batch:
                 self.last = batch[-1].seq
-                yield b"".join(event_frame(ev) for ev in batch)
+                yield b"".join(map(self._feed.frame, batch))
             if len(batch) < REPLAY_BATCH:
                 return
 
     def _fresh(self, events: Sequence[CommittedEvent]) -> bytes:
-        out = [event_frame(ev) for ev in events if ev.seq > self.last]
+        frame = self._feed.frame
+        out = [frame(ev) for ev in events if ev.seq > self.last]
         if out:
             self.last = max(self.last, max(ev.seq for ev in events))
         return b"".join(out)

@@ -345,7 +345,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp) / "project"
         cwd.mkdir()
-        env = {"C2_MAX_LIVE_AGENTS": str(max(sizes) + 8)}
+        env = {
+            "C2_MAX_LIVE_AGENTS": str(max(sizes) + 8),
+            "C2_MAX_STREAMS_PER_DEVICE": str(max(sizes) + args.clients + 8),
+        }
         server = C2Process(Path(tmp) / "home", env=env)
         server.start()
         try:

@@ -1,8 +1,9 @@
 """In-process fan-out of committed events to live streams.
 
 Publishing never blocks: each subscription holds a bounded backlog, and a subscriber that
-falls past it is marked lagged and its backlog dropped; it then catches up from the durable
-event log (`EventLog.after`), so it never silently misses an event and costs bounded memory.
+falls past it is marked lagged and its backlog dropped; it then catches up from the ring of
+recent events (core/event_ring.py, filled here once per batch) and the durable event log beyond
+it, so it never silently misses an event and costs bounded memory.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
+from core.event_ring import EventRing
 from core.store.events import CommittedEvent
 
 DEFAULT_BACKLOG = 1024
@@ -74,8 +76,9 @@ class Subscription:
 
 
 class EventBus:
-    def __init__(self) -> None:
+    def __init__(self, recent: EventRing | None = None) -> None:
         self._subs: set[Subscription] = set()
+        self.recent = recent if recent is not None else EventRing()
 
     def subscribe(
         self,
@@ -93,6 +96,7 @@ class EventBus:
 
     def publish(self, events: list[CommittedEvent]) -> None:
         """Fan `events` (one commit batch, in sequence order) out to every live stream."""
+        self.recent.extend(events)  # first: a stream woken by this batch may read the ring
         for sub in tuple(self._subs):
             sub.push(events)
 

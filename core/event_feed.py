@@ -1,11 +1,13 @@
 """What an event stream reads from the durable log (API.md §6): the welcome snapshot with the
 log position it reflects, whether a resume position can be replayed (else a resync), and the
-events after a position, in batches. api/stream.py turns these into SSE frames.
+events after a position, in batches (from the ring of recent events while it reaches back that
+far, else from the log), and each event's shared frame. api/stream.py orders and sends them.
 """
 
 from __future__ import annotations
 
 from core.errors import DomainError, StoreUnavailableError
+from core.event_ring import EventRing
 from core.protocol import SessionSnapshot
 from core.session import SessionRecord
 from core.store.database import ReadUnit, Store
@@ -27,8 +29,10 @@ def resync_reason(after: int, bounds: LogBounds) -> str | None:
 class EventFeed:
     """Reads of the event log and the session list for streams, over one store."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, store: Store, recent: EventRing) -> None:
+        self._store, self._recent = store, recent
+        # Replay reads, and those of them that went to the database (the ring didn't reach).
+        self.replay_reads = self.log_reads = 0
 
     async def welcome(self, session: str | None = None) -> tuple[list[SessionSnapshot], int]:
         """The welcome snapshot (one session's, or every active one) and the log position it
@@ -56,6 +60,15 @@ class EventFeed:
 
     async def after(self, seq: int, session: str | None) -> list[CommittedEvent]:
         """Up to REPLAY_BATCH events after `seq` (of one session, or all), oldest first."""
+        self.replay_reads += 1
+        held = self._recent.after(seq, session, REPLAY_BATCH)
+        if held is not None:
+            return held
+        self.log_reads += 1
         return await self._store.read(
             lambda r: r.events.after(seq, session=session, limit=REPLAY_BATCH)
         )
+
+    def frame(self, ev: CommittedEvent) -> bytes:
+        """`ev`'s SSE frame, shared by every stream while the ring holds it."""
+        return self._recent.frame(ev)

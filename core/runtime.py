@@ -59,7 +59,7 @@ class Runtime:
             ticket_ttl=ticket_ttl,
             pair_attempts_per_minute=pair_attempts_per_minute,
         )
-        self.feed = EventFeed(self.store)
+        self.feed = EventFeed(self.store, self.bus.recent)
         self.idempotent = IdempotentOps(self.store)
         self.search = SearchService(self.store)
         self.webhooks = WebhookService(self.store)

@@ -9,6 +9,7 @@ holds at most `max_streams_per_device` streams (429 past it).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextvars import ContextVar
 from functools import partial
@@ -17,7 +18,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from api.authn import DeviceDep, ServicesDep
 from api.errors import TooManyStreamsError
@@ -37,13 +38,59 @@ UNFINISHED = "ASGI callable returned without completing response."
 
 
 class EventStreamResponse(EventSourceResponse):
-    """sse-starlette's response, dropping a client that stops reading quietly."""
+    """sse-starlette's response, dropping a client that stops reading quietly.
+
+    The send timeout is one watchdog timer per stream, armed when a send starts with none
+    armed, instead of sse-starlette's cancel scope (and timer) around every send: with one
+    send per batch of frames to every client, that scope was a large share of the stream's
+    CPU (bench/fleet.py). A send still blocked `send_timeout` seconds after it started is
+    cancelled and the client dropped, as before.
+    """
 
     media_type = "text/event-stream"  # read by the OpenAPI generator from the class
 
     def __init__(self, *args: object, device_id: str, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.device_id = device_id
+        self._sending_since: float | None = None  # loop time the current send started
+        self._sender: asyncio.Task[object] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._overdue = False
+
+    async def _send_with_timeout(self, send: Send, message: Message) -> None:
+        timeout = self.send_timeout
+        if timeout is None:
+            await send(message)
+            return
+        loop = asyncio.get_running_loop()
+        self._sender = asyncio.current_task()
+        self._sending_since = started = loop.time()
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(started + timeout, self._watch)
+        try:
+            await send(message)
+        except asyncio.CancelledError:
+            if not self._overdue:
+                raise
+            self._overdue = False
+            if self._sender is not None:
+                self._sender.uncancel()  # our own cancellation, turned into the timeout
+            raise SendTimeoutError() from None
+        finally:
+            self._sending_since = None
+
+    def _watch(self) -> None:
+        """Cancel a send blocked for `send_timeout`; re-arm for one still within it."""
+        self._watchdog = None
+        started, timeout = self._sending_since, self.send_timeout
+        if started is None or timeout is None or self._sender is None:
+            return  # idle: the next send arms the watchdog again
+        loop = asyncio.get_running_loop()
+        if loop.time() - started >= timeout:
+            self._overdue = True
+            self._sender.cancel()
+        else:
+            self._watchdog = loop.call_at(started + timeout, self._watch)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -55,6 +102,10 @@ class EventStreamResponse(EventSourceResponse):
                 self.device_id,
                 self.send_timeout,
             )
+        finally:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
 
 
 class UnfinishedStreamFilter(logging.Filter):

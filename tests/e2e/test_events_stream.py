@@ -120,9 +120,27 @@ async def test_events_stream_slow_client_does_not_delay_others(servers: ServerFa
     with anyio.fail_after(30):
         _, got = await asyncio.gather(produce(), fast.events(count, timeout=30))
     assert [f.id for f in got] == emitted
-    # The slow client resumes: everything, in order, no duplicates, via catch-up from the log.
+    # The slow client resumes: everything, in order, no duplicates, via catch-up from the ring
+    # of recent events: not one replay read reached the database.
     caught_up = await slow.events(count, timeout=30)
     assert [f.id for f in caught_up] == emitted
+    feed = live.services.feed
+    assert feed.replay_reads > 0 and feed.log_reads == 0
+
+
+async def test_events_stream_catches_up_from_log_then_ring(servers: ServerFactory, open_stream):
+    """A client further behind than the ring holds reads the gap from the log, then the ring:
+    still every event exactly once, in order."""
+    live = servers.start(stream_backlog=8)
+    live.services.bus.recent.max_events = 30  # the ring holds the newest 30 events only
+    slow = await open_stream(live)
+    assert (await slow.next()).kind == "sessions"  # type: ignore[union-attr]
+    emitted: list[int] = []
+    for _ in range(6):  # 240 x 32 kB: far more than the socket buffers and the backlog hold
+        emitted.extend(await asyncio.to_thread(live.emit_errors, 40, size=32_000))
+    caught_up = await slow.events(len(emitted), timeout=30)
+    assert [f.id for f in caught_up] == emitted
+    assert live.services.feed.log_reads > 0
 
 
 async def test_events_stream_ticket_works_once(live_server: LiveServer, open_stream):

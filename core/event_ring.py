@@ -1,0 +1,94 @@
+"""The most recent committed events with their SSE frames, in memory, for catching up.
+
+A stream that falls behind (its bus backlog overflowed, or it resumes from a recent position)
+re-reads from here, not from the database: catching up then costs no more per event than live
+delivery, so falling behind does not make the server slower (the vicious circle the database
+re-read made). Only a gap older than the ring is read from the log.
+
+The ring is filled once per commit batch, on the loop, by the bus (core/bus.py), in sequence
+order. It holds every event committed after its `floor`; it is bounded by count and by frame
+bytes, evicting the oldest first. Each event's frame (`id: SEQ` + `data: {"kind":"event",…}`,
+API.md §6) is encoded once here and the same bytes go to every stream.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from itertools import islice
+
+from core.store.events import CommittedEvent
+
+DEFAULT_EVENTS = 16_384
+DEFAULT_BYTES = 16 * 1024 * 1024
+
+
+def event_frame(ev: CommittedEvent) -> bytes:
+    """`id: SEQ` + `data: {"kind":"event","event":<payload>}`: the stored wire JSON, framed."""
+    return b"".join(
+        (
+            b"id: ",
+            str(ev.seq).encode(),
+            b'\ndata: {"kind":"event","event":',
+            ev.payload.encode(),
+            b"}\n\n",
+        )
+    )
+
+
+def _seq(ev: CommittedEvent) -> int:
+    return ev.seq
+
+
+class EventRing:
+    """Recent committed events and their encoded frames, bounded by count and bytes."""
+
+    def __init__(self, max_events: int = DEFAULT_EVENTS, max_bytes: int = DEFAULT_BYTES) -> None:
+        self.max_events, self.max_bytes = max_events, max_bytes
+        self._events: deque[CommittedEvent] = deque()
+        self._frames: dict[int, bytes] = {}
+        self._bytes = 0
+        # Every event with a greater sequence is held; None until the first batch, as the
+        # events committed before the ring existed are only in the log.
+        self._floor: int | None = None
+
+    def extend(self, events: list[CommittedEvent]) -> None:
+        """Take one commit batch (in sequence order, after every earlier batch)."""
+        if not events:
+            return
+        if self._floor is None:
+            self._floor = events[0].seq - 1
+        for ev in events:
+            frame = event_frame(ev)
+            self._events.append(ev)
+            self._frames[ev.seq] = frame
+            self._bytes += len(frame)
+        while self._events and (
+            len(self._events) > self.max_events or self._bytes > self.max_bytes
+        ):
+            old = self._events.popleft()
+            self._bytes -= len(self._frames.pop(old.seq))
+            self._floor = old.seq
+
+    def frame(self, ev: CommittedEvent) -> bytes:
+        """`ev`'s frame: the shared bytes while it is held, else encoded now."""
+        frame = self._frames.get(ev.seq)
+        return frame if frame is not None else event_frame(ev)
+
+    def after(self, seq: int, session: str | None, limit: int) -> list[CommittedEvent] | None:
+        """Up to `limit` held events after `seq` (of one session, or all), oldest first; None
+        when events after `seq` may be older than the ring (read those from the log)."""
+        if self._floor is None or seq < self._floor:
+            return None
+        start = bisect_right(self._events, seq, key=_seq)
+        tail = islice(self._events, start, None)
+        if session is None:
+            return list(islice(tail, limit))
+        return list(islice((ev for ev in tail if ev.session == session), limit))
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes

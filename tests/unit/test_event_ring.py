@@ -1,0 +1,45 @@
+"""The ring of recent events (core/event_ring.py): what it can answer, and when it must say
+"read the log" instead."""
+
+from __future__ import annotations
+
+from core.event_ring import EventRing, event_frame
+from core.store.events import CommittedEvent
+
+
+def _events(first: int, count: int, session: str | None = "a") -> list[CommittedEvent]:
+    return [
+        CommittedEvent(seq=s, session=session, payload="{}") for s in range(first, first + count)
+    ]
+
+
+def test_ring_answers_only_from_its_floor():
+    """Before any batch, and for positions older than what it holds, the ring defers to the log."""
+    ring = EventRing(max_events=5)
+    assert ring.after(0, None, 10) is None
+    ring.extend(_events(11, 8))  # holds 14..18 after evicting 11..13
+    assert len(ring) == 5
+    assert ring.after(12, None, 10) is None  # 13 was evicted
+    held = ring.after(13, None, 10)
+    assert held is not None and [e.seq for e in held] == [14, 15, 16, 17, 18]
+    assert ring.after(18, None, 10) == []  # caught up
+
+
+def test_ring_filters_by_session_and_limits():
+    ring = EventRing()
+    ring.extend(_events(1, 4, "a") + _events(5, 4, "b") + _events(9, 4, "a"))
+    held = ring.after(0, "a", 6)
+    assert held is not None and [e.seq for e in held] == [1, 2, 3, 4, 9, 10]
+    held = ring.after(3, None, 3)
+    assert held is not None and [e.seq for e in held] == [4, 5, 6]
+
+
+def test_ring_is_bounded_by_bytes_and_shares_frames():
+    """Frames are encoded once and shared while held; evicted ones are encoded on demand."""
+    big = [CommittedEvent(seq=s, session=None, payload='"' + "x" * 1000 + '"') for s in (1, 2, 3)]
+    ring = EventRing(max_bytes=2500)
+    ring.extend(big)
+    assert len(ring) == 2 and ring.size_bytes <= 2500
+    assert ring.frame(big[2]) is ring.frame(big[2])
+    assert ring.frame(big[0]) == event_frame(big[0])
+    assert ring.after(0, None, 10) is None and ring.after(1, None, 10) == big[1:]
