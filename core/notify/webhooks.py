@@ -213,6 +213,9 @@ class WebhookDispatcher:
         self._timeout = timeout
         self._wake = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        # Attempts that finished while `_start_due` was reading the pending list: that list may
+        # predate their recorded outcome, so they must not be started again from it.
+        self._finished_during_read: set[str] | None = None
 
     def notice(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after a commit): wake up when the batch
@@ -251,10 +254,14 @@ class WebhookDispatcher:
         if free <= 0:
             return IDLE_WAIT  # a finishing attempt wakes the loop
         limit = free + len(self._inflight)
-        pending = await self._store.read(lambda r: WebhookRepository(r.conn).pending(limit))
+        self._finished_during_read = set()
+        try:
+            pending = await self._store.read(lambda r: WebhookRepository(r.conn).pending(limit))
+        finally:
+            finished, self._finished_during_read = self._finished_during_read, None
         now = utcnow()
         for delivery in pending:
-            if delivery.id in self._inflight:
+            if delivery.id in self._inflight or delivery.id in finished:
                 continue
             if delivery.next_attempt_at > now:
                 return max(0.01, float((delivery.next_attempt_at - now).total_seconds()))
@@ -283,6 +290,8 @@ class WebhookDispatcher:
             await asyncio.sleep(STORE_ERROR_PAUSE)
         finally:
             self._inflight.pop(delivery.id, None)
+            if self._finished_during_read is not None:
+                self._finished_during_read.add(delivery.id)
             self._wake.set()
 
     async def _post(self, client: httpx.AsyncClient, delivery: DueDelivery) -> int | None:
