@@ -52,6 +52,7 @@ RUN cd /opt/c2-agents/lib \
 # c2 itself, at the exact versions of constraints.txt.
 WORKDIR /app
 COPY pyproject.toml README.md constraints.txt ./
+COPY c2 ./c2
 COPY api ./api
 COPY core ./core
 COPY --from=web /src/api/web_dist ./api/web_dist

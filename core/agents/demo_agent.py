@@ -1,4 +1,4 @@
-"""The scripted demo ACP agent behind `{"custom":"echo"}`: `python -m core.agents.demo_agent`.
+"""The scripted demo ACP agent behind `{"custom":"echo"}`: `python -P -m c2.core.agents.demo_agent`.
 
 Echoes each prompt back with usage, a thought, a plan and a tool call, so `c2 serve` does real
 work with no third-party agent. Lines starting with `/name` run the `do_name` directive instead
@@ -32,7 +32,7 @@ from acp.schema import (
 )
 from acp.utils import serialize_params
 
-from core.agents.agent_side import AgentPeer, serve
+from c2.core.agents.agent_side import AgentPeer, serve
 
 CONTEXT_WINDOW = 200_000
 MAX_ECHO_CHUNKS = 64

@@ -11,13 +11,13 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-import core.errors
-from api.app import create_app
-from api.errors import STATUS, HttpProblem, status_of
-from api.openapi import document, operation_id
-from api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
-from api.routes import ops as op_routes
-from core.errors import DomainError, SessionNotFoundError, WorktreeError
+from c2.api.app import create_app
+from c2.api.errors import STATUS, HttpProblem, status_of
+from c2.api.openapi import document, operation_id
+from c2.api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
+from c2.api.routes import ops as op_routes
+from c2.core import errors as core_errors
+from c2.core.errors import DomainError, SessionNotFoundError, WorktreeError
 from tests.api.conftest import AppClient, DeclaredCodes
 from tests.conftest import make_settings
 
@@ -37,21 +37,21 @@ def _doc(tmp_path: Path) -> dict[str, Any]:
 
 def test_domain_errors_are_one_tree_without_http_statuses():
     """Every DomainError is defined in core/errors.py and none carries an HTTP status."""
-    domain = [cls for cls in _subclasses(DomainError) if cls.__module__.startswith("core")]
-    assert {cls.__module__ for cls in domain} == {"core.errors"}
+    domain = [cls for cls in _subclasses(DomainError) if cls.__module__.startswith("c2.core")]
+    assert {cls.__module__ for cls in domain} == {"c2.core.errors"}
     assert all("status" not in vars(cls) for cls in domain)
     assert not any(issubclass(cls, DomainError) for cls in _subclasses(HttpProblem))
-    defined = {cls for _, cls in inspect.getmembers(core.errors, inspect.isclass)}
+    defined = {cls for _, cls in inspect.getmembers(core_errors, inspect.isclass)}
     assert set(domain) <= defined
 
 
 def test_every_domain_code_has_its_status_in_the_api_table():
     """STATUS names each class that defines a code; subclasses answer their parent's."""
     for cls in _subclasses(DomainError):
-        if cls.__module__.startswith("core") and "code" in vars(cls):
+        if cls.__module__.startswith("c2.core") and "code" in vars(cls):
             assert cls in STATUS, cls.__name__
     assert status_of(SessionNotFoundError("x")) == 404
-    assert status_of(core.errors.BaselineChangedError) == status_of(WorktreeError) == 422
+    assert status_of(core_errors.BaselineChangedError) == status_of(WorktreeError) == 422
 
 
 def test_every_operation_has_an_entry_in_the_problem_table(tmp_path: Path):

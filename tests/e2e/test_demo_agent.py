@@ -13,12 +13,15 @@ ECHO = {"custom": "echo"}
 async def test_demo_agent_runs_in_a_project_with_its_own_core_package(
     client: Client, workdir: Path
 ) -> None:
-    """A project with a `core/` package and a `core.py`-style shadow must not break the demo."""
-    shadow = workdir / "core"
-    (shadow / "agents").mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('the project core was imported')\n")
-    (shadow / "agents" / "__init__.py").write_text("")
-    (shadow / "agents" / "demo_agent.py").write_text("raise SystemExit(3)\n")
+    """A project with its own `core/`, `api/` and even `c2/` packages must not break the demo:
+    c2's modules are c2.core / c2.api and the agent starts with `python -P`, so the session's
+    folder is not on its import path."""
+    for name in ("core", "api", "c2"):
+        (workdir / name).mkdir()
+        (workdir / name / "__init__.py").write_text(f"raise ImportError('project {name}')\n")
+    (workdir / "core" / "agents").mkdir()
+    (workdir / "core" / "agents" / "__init__.py").write_text("")
+    (workdir / "core" / "agents" / "demo_agent.py").write_text("raise SystemExit(3)\n")
     snap = await client.new_session(workdir, provider=ECHO)
     sid = snap["id"]
     async with EventReader(client, session=sid) as stream:

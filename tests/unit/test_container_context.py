@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from core.providers import ProviderRegistry
+from c2.core.providers import ProviderRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
@@ -109,11 +109,14 @@ def test_c2_installs_and_runs_from_exactly_what_the_dockerfile_copies(
         check=True,
         timeout=240,
     )
+    # One namespace: the install adds `c2` and no generic top-level `api` / `core` packages.
+    assert (site / "c2" / "api" / "cli.py").is_file() and (site / "c2" / "core").is_dir()
+    assert not (site / "api").exists() and not (site / "core").exists()
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("C2_DATABASE_URL", None)
     probe = (
-        "import api, sys; assert api.__file__.startswith(sys.argv[1]), api.__file__;"
-        "from api.cli import main; sys.exit(main(sys.argv[2:]))"
+        "import c2.api as api, sys; assert api.__file__.startswith(sys.argv[1]), api.__file__;"
+        "from c2.api.cli import main; sys.exit(main(sys.argv[2:]))"
     )
 
     def c2(*argv: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "api")
+PACKAGES = ("core", "api")  # the folders; installed as c2.core / c2.api
 
 
 def modules() -> dict[str, Path]:
@@ -21,7 +21,7 @@ def modules() -> dict[str, Path]:
             parts = path.relative_to(ROOT).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            found[".".join(parts)] = path
+            found[".".join(("c2", *parts))] = path
     return found
 
 
@@ -32,7 +32,7 @@ def imported_names(path: Path) -> Iterator[str]:
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.module
-            # `from core.agents import client` imports the module core.agents.client.
+            # `from c2.core.agents import client` imports the module c2.core.agents.client.
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
 
@@ -96,8 +96,8 @@ def test_cycle_finder_sees_a_cycle() -> None:
 def test_graph_is_read_from_the_sources() -> None:
     """The walker finds the engine's imports, lazy and TYPE_CHECKING ones included."""
     graph = import_graph()
-    assert "core.live_agents" in graph["core.engine"]
-    assert "core.engine" in graph["api.services"]
+    assert "c2.core.live_agents" in graph["c2.core.engine"]
+    assert "c2.core.engine" in graph["c2.api.services"]
 
 
 def test_core_and_api_have_no_import_cycle() -> None:
@@ -111,9 +111,9 @@ def test_core_never_imports_api() -> None:
     offending = {
         (name, target)
         for name, targets in graph.items()
-        if name.startswith("core")
+        if name.startswith("c2.core")
         for target in targets
-        if target.startswith("api")
+        if target.startswith("c2.api")
     }
     assert offending == set()
 
@@ -124,8 +124,23 @@ def test_api_never_imports_the_store() -> None:
     offending = {
         (name, target)
         for name, targets in graph.items()
-        if name.startswith("api")
+        if name.startswith("c2.api")
         for target in targets
-        if target == "core.store" or target.startswith("core.store.")
+        if target == "c2.core.store" or target.startswith("c2.core.store.")
     }
     assert offending == set()
+
+
+def test_nothing_imports_the_bare_folder_names() -> None:
+    """c2 installs its folders as c2.api / c2.core only; a bare `import core` would load a second
+    copy of a module (or another distribution's `core`) — docs/decisions.md, "One c2 namespace"."""
+    roots = [ROOT / folder for folder in ("api", "core", "tests", "bench")]
+    offending = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for root in roots
+        for path in root.rglob("*.py")
+        if "node_modules" not in path.parts
+        for name in imported_names(path)
+        if name.split(".")[0] in ("api", "core")
+    ]
+    assert offending == []
