@@ -719,117 +719,117 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
 
   return (
     <ReviewContext.Provider value={review}>
-    <div class="session">
-      <div class="session-head">
-        <a class="back" href="#/">
-          ‹ All sessions
-        </a>
-        <h1>{session.title || "Untitled"}</h1>
-        <span class="meta">
-          <span class="agent">{providerLabel(session.provider)}</span>
-          <span class={`badge ${activity.tone}`}>{activity.text}</span>
-          {session.worktree_baseline && (
-            <span class="badge worktree">
-              {discarded ? "worktree discarded" : "worktree"} · {session.worktree_baseline.display}
-            </span>
-          )}
-          <ContextMeter session={session} />
-        </span>
-        {session.forked_from && <LineageNote from={session.forked_from} />}
-        <div class="session-tools">
-          {checkpoints && (
-            <button type="button" class="link" onClick={() => review.showChanges(null)}>
-              All changes
+      <div class="session">
+        <div class="session-head">
+          <a class="back" href="#/">
+            ‹ All sessions
+          </a>
+          <h1>{session.title || "Untitled"}</h1>
+          <span class="meta">
+            <span class="agent">{providerLabel(session.provider)}</span>
+            <span class={`badge ${activity.tone}`}>{activity.text}</span>
+            {session.worktree_baseline && (
+              <span class="badge worktree">
+                {discarded ? "worktree discarded" : "worktree"} · {session.worktree_baseline.display}
+              </span>
+            )}
+            <ContextMeter session={session} />
+          </span>
+          {session.forked_from && <LineageNote from={session.forked_from} />}
+          <div class="session-tools">
+            {checkpoints && (
+              <button type="button" class="link" onClick={() => review.showChanges(null)}>
+                All changes
+              </button>
+            )}
+            {checkpoints && (
+              <button type="button" class="link" onClick={() => review.rewind({ toTurn: 0 }, true)}>
+                Rewind to start
+              </button>
+            )}
+            <button type="button" class="link" onClick={() => review.fork(null)}>
+              Fork session
             </button>
-          )}
-          {checkpoints && (
-            <button type="button" class="link" onClick={() => review.rewind({ toTurn: 0 }, true)}>
-              Rewind to start
-            </button>
-          )}
-          <button type="button" class="link" onClick={() => review.fork(null)}>
-            Fork session
-          </button>
-        </div>
-        <button type="button" class="settings-toggle" aria-expanded={showSettings} onClick={() => setShowSettings(!showSettings)}>
-          Settings
-        </button>
-        <div class={`head-more ${showSettings ? "open" : ""}`}>
-          <Settings session={session} onError={setNotice} />
-          <div class="head-actions">
-          {session.worktree_path && !discarded && (
-            <button type="button" onClick={() => void discard()} disabled={running}>
-              Discard worktree
-            </button>
-          )}
-          <button type="button" class="danger" onClick={() => void remove()}>
-            Delete session
-          </button>
           </div>
-        </div>
-        {(notice || error) && (
-          <p role="alert" class="error">
-            {notice ?? error}
-          </p>
-        )}
-        {state?.kind === "failed" && <p class="error">The last turn failed: {state.message}</p>}
-      </div>
-      <div
-        class="scroller"
-        ref={scroller}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-        }}
-        onWheel={(e) => {
-          if (e.deltaY < 0) nearTop();
-        }}
-        onTouchMove={nearTop}
-        onKeyUp={(e) => {
-          if (["ArrowUp", "PageUp", "Home"].includes(e.key)) nearTop();
-        }}
-      >
-        <section aria-label="Conversation" class="conversation">
-          {jumped && (
-            <p class="jumped" role="note">
-              Showing an earlier part of this conversation. <a href={sessionHref(id)}>Back to latest</a>
+          <button type="button" class="settings-toggle" aria-expanded={showSettings} onClick={() => setShowSettings(!showSettings)}>
+            Settings
+          </button>
+          <div class={`head-more ${showSettings ? "open" : ""}`}>
+            <Settings session={session} onError={setNotice} />
+            <div class="head-actions">
+              {session.worktree_path && !discarded && (
+                <button type="button" onClick={() => void discard()} disabled={running}>
+                  Discard worktree
+                </button>
+              )}
+              <button type="button" class="danger" onClick={() => void remove()}>
+                Delete session
+              </button>
+            </div>
+          </div>
+          {(notice || error) && (
+            <p role="alert" class="error">
+              {notice ?? error}
             </p>
           )}
-          {model.nextBefore !== null && (
-            <button type="button" class="earlier" onClick={() => void older()}>
-              Load earlier messages
-            </button>
-          )}
-          {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
-          <OlderTurns turns={model.turns.slice(0, -1)} numbers={numbers.slice(0, -1)} hit={hit} />
-          {last >= 0 && (
-            <TurnView
-              key={model.turns[last]?.userSeq ?? "preamble"}
-              turn={model.turns[last] as Turn}
-              number={numbers[last] ?? null}
-              live={running && !jumped}
-              newest={!jumped}
-              hit={hit !== null && holdsSeq(model.turns[last] as Turn, hit)}
-            />
-          )}
-          {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
-        </section>
+          {state?.kind === "failed" && <p class="error">The last turn failed: {state.message}</p>}
+        </div>
+        <div
+          class="scroller"
+          ref={scroller}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+          }}
+          onWheel={(e) => {
+            if (e.deltaY < 0) nearTop();
+          }}
+          onTouchMove={nearTop}
+          onKeyUp={(e) => {
+            if (["ArrowUp", "PageUp", "Home"].includes(e.key)) nearTop();
+          }}
+        >
+          <section aria-label="Conversation" class="conversation">
+            {jumped && (
+              <p class="jumped" role="note">
+                Showing an earlier part of this conversation. <a href={sessionHref(id)}>Back to latest</a>
+              </p>
+            )}
+            {model.nextBefore !== null && (
+              <button type="button" class="earlier" onClick={() => void older()}>
+                Load earlier messages
+              </button>
+            )}
+            {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
+            <OlderTurns turns={model.turns.slice(0, -1)} numbers={numbers.slice(0, -1)} hit={hit} />
+            {last >= 0 && (
+              <TurnView
+                key={model.turns[last]?.userSeq ?? "preamble"}
+                turn={model.turns[last] as Turn}
+                number={numbers[last] ?? null}
+                live={running && !jumped}
+                newest={!jumped}
+                hit={hit !== null && holdsSeq(model.turns[last] as Turn, hit)}
+              />
+            )}
+            {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
+          </section>
+        </div>
+        {pending.map((p) => (
+          <PermissionCard key={p.input_id} session={id} pending={p} />
+        ))}
+        {overlays}
+        <QueuePanel session={id} queue={queue} />
+        <Composer
+          session={session}
+          running={running}
+          queue={queue}
+          onSent={(rid, text) => {
+            sentPrompts.set(rid, text);
+            if (jumped) location.hash = sessionHref(id); // a new turn is seen in the live view
+          }}
+        />
       </div>
-      {pending.map((p) => (
-        <PermissionCard key={p.input_id} session={id} pending={p} />
-      ))}
-      {overlays}
-      <QueuePanel session={id} queue={queue} />
-      <Composer
-        session={session}
-        running={running}
-        queue={queue}
-        onSent={(rid, text) => {
-          sentPrompts.set(rid, text);
-          if (jumped) location.hash = sessionHref(id); // a new turn is seen in the live view
-        }}
-      />
-    </div>
     </ReviewContext.Provider>
   );
 }
