@@ -17,7 +17,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from api.errors import (
+from c2.api.errors import (
     PROBLEM_MEDIA_TYPE,
     HostNotAllowedError,
     InternalError,
@@ -31,7 +31,7 @@ from api.errors import (
     UnsupportedMediaTypeError,
     status_of,
 )
-from core.errors import (
+from c2.core.errors import (
     AgentAuthRequiredError,
     BudgetExceededError,
     CapacityError,
