@@ -275,8 +275,8 @@ class CheckpointService:
                 )
 
                 def persist(uow: UnitOfWork) -> None:
-                    uow.parts.append(sid, "agent", part)
-                    uow.emit(event)
+                    seq = uow.parts.append(sid, "agent", part)
+                    uow.emit(event.model_copy(update={"transcript_seq": seq}))
 
                 await self._store.write(persist)
             return result

@@ -600,6 +600,8 @@ class SessionSnapshot(BaseModel):
     mcp_servers: list[McpServerSummary] = Field(default_factory=list)
     context_window: ContextWindow | None
     forked_from: ForkedFrom | None = None
+    # The session's worktree was discarded: `worktree_path` stays as provenance (issue 14).
+    worktree_discarded: bool = False
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -872,6 +874,14 @@ class QueuePaused(_Event):
     reason: Literal["cancelled", "failed", "permission", "interrupted"]
 
 
+class QueueResumed(_Event):
+    """A client resumed the paused queue: it starts items again (tabs that showed it paused
+    learn it here; resuming a queue that was not paused emits nothing)."""
+
+    event: Literal["queue_resumed"] = "queue_resumed"
+    session: str
+
+
 class SessionRewound(_Event):
     """The session's working tree was restored to `checkpoint` (the state after `to_turn`;
     null when it ends no turn); `pre_rewind_checkpoint` holds what was replaced (issue 14)."""
@@ -883,6 +893,8 @@ class SessionRewound(_Event):
     checkpoint: str
     pre_rewind_checkpoint: str
     request_id: str | None = None
+    # The `rewind` transcript row written with it (protocol: transcript-backed events).
+    transcript_seq: int | None = None
 
 
 class ErrorEvent(_Event):
@@ -935,6 +947,7 @@ Event = Annotated[
     | SessionRewound
     | QueueChanged
     | QueuePaused
+    | QueueResumed
     | ErrorEvent
     | WebhookDisabled,
     Field(discriminator="event"),

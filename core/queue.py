@@ -4,8 +4,9 @@ Prompts wait in `queue_items` (core/store/queue.py) and run as their own turns, 
 other, whether or not a client is connected: when a turn ends with `end_turn` the next item
 starts (its `turn_started` carries the item's request_id). A turn that fails, is cancelled or
 stops otherwise, and a permission parked during a queued turn, pause the queue
-(`queue_paused`) until a client resumes it; after a restart every non-empty queue is paused
-(`interrupted`). The `prompt` op keeps the protocol's rule (409 while a turn runs).
+(`queue_paused`) until a client resumes it (`queue_resumed`); after a restart every non-empty
+queue is paused (`interrupted`). The `prompt` op keeps the protocol's rule (409 while a turn
+runs).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from c2.core.protocol import (
     QueueItem,
     QueuePaused,
     QueuePromptOp,
+    QueueResumed,
     RemoveQueuedOp,
     ResumeQueueOp,
     RunState,
@@ -165,7 +167,14 @@ class FollowUpQueue:
 
     async def resume(self, op: ResumeQueueOp) -> QueueView:
         live = await self._live.load(op.session, op.request_id)
-        await self._store.write(lambda uow: QueueRepository(uow.conn).resume(live.id))
+
+        def write(uow: UnitOfWork) -> None:
+            repo = QueueRepository(uow.conn)
+            if repo.paused(live.id) is not None:
+                repo.resume(live.id)
+                uow.emit(QueueResumed(session=live.id))
+
+        await self._store.write(write)
         await self.advance(live)
         return await self.view(live.id)
 

@@ -99,6 +99,7 @@ class SessionRecord:
             mcp_servers=[server.summary() for server in self.mcp_servers],
             context_window=self.context_window,
             forked_from=self.forked_from,
+            worktree_discarded=self.worktree_discarded,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )

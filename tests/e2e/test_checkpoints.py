@@ -210,6 +210,7 @@ async def test_rewind_restores_exactly_and_can_be_undone(client: Client, tmp_pat
         event = await stream.until_event("session_rewound")
     assert done["session"] == sid and done["to_turn"] == 1
     assert HEX40.match(done["checkpoint"]) and done["pre_rewind_checkpoint"] == ended["checkpoint"]
+    seq = event.pop("transcript_seq")  # the `rewind` row written with it
     assert event == {"event": "session_rewound", **done, "request_id": "rw-1"}
     assert files_of(worktree) == after_one | {"pkg/keep.log": b"ignored, never touched\n"}
     assert not (worktree / "pkg" / "d").exists()
@@ -223,8 +224,9 @@ async def test_rewind_restores_exactly_and_can_be_undone(client: Client, tmp_pat
     await rewind(client, sid, to_turn=0)
     assert files_of(worktree) == baseline | {"pkg/keep.log": b"ignored, never touched\n"}
     page = await get_json(client, f"/v1/sessions/{sid}/transcript")
-    rewinds = [e["part"]["to_turn"] for e in page["entries"] if e["part"]["kind"] == "rewind"]
-    assert rewinds == [1, 2, 0]
+    rewinds = [e for e in page["entries"] if e["part"]["kind"] == "rewind"]
+    assert [e["part"]["to_turn"] for e in rewinds] == [1, 2, 0]
+    assert rewinds[0]["seq"] == seq
     # A next turn continues from the rewound tree and is numbered on.
     started, _ = await turn(client, sid, "/write z.txt z")
     assert started["turn"] == 3

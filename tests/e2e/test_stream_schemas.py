@@ -103,6 +103,9 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             assert resp.status_code == 201, resp.text
             await stream.until_event("error")  # a failed turn ends with it (no turn_ended)
             await stream.until_event("queue_paused")
+            resp = await client.http.post(f"/v1/sessions/{sid}/queue/resume", json={})
+            assert resp.status_code == 200, resp.text
+            await stream.until_event("queue_resumed")
             # An agent with session modes (Claude Code's) reports them: the `modes` event.
             await client.new_session(work, provider={"custom": "modes"})
             await stream.until_event("modes")

@@ -139,6 +139,10 @@ async def test_discard_worktree_removes_checkout_and_branch(client: Client, tmp_
     assert body["removed_checkout"] is True and body["deleted_branch"].startswith("c2/")
     assert not Path(snap["worktree_path"]).exists()
     assert body["deleted_branch"] not in repo.branches()
+    # The snapshot says so (its worktree_path stays as provenance).
+    again = (await client.http.get(f"/v1/sessions/{sid}")).json()
+    assert again["worktree_discarded"] is True and again["worktree_path"] == snap["worktree_path"]
+    assert snap["worktree_discarded"] is False
     refused = await client.prompt(sid, "again")
     assert refused.status_code == 409
     assert "permanently discarded" in refused.json()["detail"]

@@ -14,7 +14,14 @@ export type Item =
   | { type: "thought"; text: string }
   | { type: "tool"; id: string; title: string; status: string; kind: string | null; content: string[] }
   | { type: "plan"; entries: string[] }
-  | { type: "permission"; title: string; option: string | null };
+  | { type: "permission"; title: string; option: string | null }
+  | { type: "rewind"; toTurn: number | null; checkpoint: string; pre: string };
+
+/** A fork's parent and turn (`forked_from`, `primed_from`). */
+export interface Lineage {
+  session: string;
+  turn: number;
+}
 
 export interface Turn {
   /** Seq of the user prompt row; null for an agent-only preamble. */
@@ -23,6 +30,16 @@ export interface Turn {
   items: Item[];
   /** Highest transcript seq applied to this turn. */
   lastSeq: number;
+  /** The turn's number (from 1) when a checkpoint part or a live event said it. */
+  number: number | null;
+  /** The git tree the turn left (its `checkpoint` part / `turn_ended.checkpoint`). */
+  checkpoint: string | null;
+  /** Live `turn_started.primed_from`: the agent got a parent's turns as a primer. */
+  primedFrom: Lineage | null;
+}
+
+function blank(userSeq: number | null, prompt: string | null, seq: number): Turn {
+  return { userSeq, prompt, items: [], lastSeq: seq, number: null, checkpoint: null, primedFrom: null };
 }
 
 export type Part = TranscriptEntry["part"];
@@ -32,11 +49,14 @@ export function applyPart(turns: Turn[], seq: number, role: string, part: Part):
   const last = turns[turns.length - 1];
   if (last !== undefined && seq <= last.lastSeq) return turns; // already shown
   if (role === "user" && (part.kind === "prompt" || part.kind === "text")) {
-    return [...turns, { userSeq: seq, prompt: part.text || null, items: [], lastSeq: seq }];
+    return [...turns, blank(seq, part.text || null, seq)];
   }
-  const turn: Turn = last ?? { userSeq: null, prompt: null, items: [], lastSeq: -1 };
-  const items = withPart(turn.items, part);
-  const updated = { ...turn, items, lastSeq: seq };
+  const turn: Turn = last ?? blank(null, null, -1);
+  // The checkpoint row closes its turn: it numbers the turn rather than adding an item.
+  const updated =
+    part.kind === "checkpoint"
+      ? { ...turn, number: part.turn, checkpoint: part.checkpoint, lastSeq: seq }
+      : { ...turn, items: withPart(turn.items, part), lastSeq: seq };
   return last === undefined ? [updated] : [...turns.slice(0, -1), updated];
 }
 
@@ -54,6 +74,8 @@ function withPart(items: Item[], part: Part): Item[] {
       return [...items, { type: "plan", entries: part.entries }];
     case "permission":
       return [...items, { type: "permission", title: part.title, option: part.option_id ?? null }];
+    case "rewind":
+      return [...items, { type: "rewind", toTurn: part.to_turn ?? null, checkpoint: part.checkpoint, pre: part.pre_rewind_checkpoint }];
     case "tool_call": {
       const content = (part.content ?? []).map(toolContentText);
       const index = items.findIndex((item) => item.type === "tool" && item.id === part.id);
@@ -125,6 +147,12 @@ export function eventPart(event: StreamEvent): { seq: number; role: string; part
       };
     case "permission_resolved":
       return { seq, role: "agent", part: { kind: "permission", input_id: event.request_id, title: "Permission", option_id: event.option_id } };
+    case "session_rewound":
+      return {
+        seq,
+        role: "agent",
+        part: { kind: "rewind", to_turn: event.to_turn, checkpoint: event.checkpoint, pre_rewind_checkpoint: event.pre_rewind_checkpoint },
+      };
     default:
       return null;
   }
@@ -150,4 +178,55 @@ export function withPrompt(turns: Turn[], userSeq: number, text: string): Turn[]
 /** Whether transcript row `seq` belongs to `turn` (a search hit's row, for highlighting). */
 export function holdsSeq(turn: Turn, seq: number): boolean {
   return (turn.userSeq ?? Number.NEGATIVE_INFINITY) <= seq && seq <= turn.lastSeq;
+}
+
+/** A live `turn_started` applied: the turn at `userSeq` gets its number and primer lineage. */
+export function withTurnStart(turns: Turn[], userSeq: number, number: number | null, primedFrom: Lineage | null): Turn[] {
+  return turns.map((turn) =>
+    turn.userSeq === userSeq && (turn.number !== number || turn.primedFrom !== primedFrom)
+      ? { ...turn, number: number ?? turn.number, primedFrom: primedFrom ?? turn.primedFrom }
+      : turn,
+  );
+}
+
+/**
+ * A live `turn_ended` applied (it carries no transcript seq; its `checkpoint` row is read with
+ * pages): the turn numbered `number` — else the newest turn, when it has no number yet (a
+ * running turn read from a page) — gets the checkpoint. Applying it twice changes nothing.
+ */
+export function withTurnEnd(turns: Turn[], number: number | null, checkpoint: string | null): Turn[] {
+  if (number === null) return turns;
+  let index = turns.findIndex((turn) => turn.number === number);
+  if (index < 0) {
+    const last = turns.length - 1;
+    if (last >= 0 && turns[last]?.userSeq !== null && turns[last]?.number === null) index = last;
+  }
+  const turn = turns[index];
+  if (turn === undefined || (turn.number === number && turn.checkpoint === (checkpoint ?? turn.checkpoint))) return turns;
+  const ended = { ...turn, number, checkpoint: checkpoint ?? turn.checkpoint };
+  return turns.map((t, i) => (i === index ? ended : t));
+}
+
+/**
+ * Each turn's number (null for a preamble or when unknown). Turns are numbered by their prompt
+ * rows (one per turn), so a number seen on one turn — or the start of the transcript, when
+ * `complete` — numbers its neighbours by counting prompts.
+ */
+export function turnNumbers(turns: Turn[], complete: boolean): (number | null)[] {
+  const out = turns.map((turn) => (turn.userSeq === null ? null : turn.number));
+  let previous: number | null = complete ? 0 : null;
+  turns.forEach((turn, i) => {
+    if (turn.userSeq === null) return;
+    const known = out[i] ?? null;
+    if (known !== null) previous = known;
+    else if (previous !== null) out[i] = previous = previous + 1;
+  });
+  let next: number | null = null;
+  for (let i = turns.length - 1; i >= 0; i -= 1) {
+    if (turns[i]?.userSeq === null) continue;
+    const known = out[i] ?? null;
+    if (known !== null) next = known;
+    else if (next !== null && next > 1) out[i] = next = next - 1;
+  }
+  return out;
 }

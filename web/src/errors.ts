@@ -7,7 +7,9 @@ const MESSAGES: Record<string, string> = {
   agent_auth_required: "The agent needs you to log in first (see its documentation), then try again.",
   budget_exceeded: "This session's budget is used up: raise it or start a new session.",
   capacity: "c2 is running as many agents as it may. Close a session or try again shortly.",
+  checkpoint_failed: "c2 could not record or restore the files (see its log).",
   domain_error: "c2 could not do that.",
+  force_required: "This session works in your own folder: rewinding it must be confirmed.",
   host_not_allowed: "c2 does not answer on this address (start it with --allow-host).",
   http_error: "The request was refused.",
   insufficient_scope: "This device is not allowed to do that.",
@@ -21,12 +23,17 @@ const MESSAGES: Record<string, string> = {
   invalid_usage_query: "That usage query is invalid.",
   mcp_unsupported: "This agent does not support that MCP transport.",
   method_not_allowed: "That action is not allowed here.",
+  no_checkpoints: "c2 keeps no checkpoints for this session (its folder is not a git checkout, or its worktree was discarded).",
+  no_such_checkpoint: "That saved state of the files is gone.",
   no_such_device: "That device no longer exists.",
+  no_such_queue_item: "That queued message already ran or was removed.",
   no_such_session: "That session no longer exists.",
+  no_such_turn: "That turn is not there (or has not finished yet).",
   not_found: "Not found.",
   not_implemented: "This agent does not support that.",
   not_ready: "c2 is starting or stopping; try again in a moment.",
   operation_failed: "The agent refused the change.",
+  outside_changes: "Files changed outside any turn since c2 last recorded them.",
   payload_too_large: "That message is too large.",
   permission_not_pending: "That permission was already answered.",
   provider_unavailable: "This agent is not installed on the server.",
@@ -59,4 +66,9 @@ export function problemMessage(error: unknown): string {
   const problem = error as ProblemLike;
   const base = (problem.code ? MESSAGES[problem.code] : undefined) ?? "The request failed.";
   return problem.detail ? `${base} (${problem.detail})` : base;
+}
+
+/** The problem `code` of a failed request's body, if any. */
+export function problemCode(error: unknown): string | null {
+  return (error as ProblemLike | undefined)?.code ?? null;
 }

@@ -19,6 +19,7 @@ import {
   listSkills,
   previewPrompt,
   prompt,
+  queuePrompt,
   setConfigOption,
   setExecutionPolicy,
   setMode,
@@ -35,10 +36,25 @@ import type {
   SkillInfo,
   StreamEvent,
 } from "../c2/generated/types.gen.js";
-import { type Item, type Turn, applyPart, eventPart, fromEntries, holdsSeq, isNewer, prepend, withPrompt } from "../conversation.js";
+import {
+  type Item,
+  type Turn,
+  applyPart,
+  eventPart,
+  fromEntries,
+  holdsSeq,
+  isNewer,
+  prepend,
+  turnNumbers,
+  withPrompt,
+  withTurnEnd,
+  withTurnStart,
+} from "../conversation.js";
 import { problemMessage } from "../errors.js";
 import { type HitTarget, requestId, sessionHref, useStore } from "../hooks.js";
 import { Markdown } from "../markdown.js";
+import { type QueueState, QueuePanel, useQueue } from "./queue.js";
+import { LineageNote, PrimedNote, ReviewContext, RewindNote, TurnTools, useReview } from "./review.js";
 import { MODES, SANDBOXES, activityLabel, providerLabel } from "./sessions.js";
 
 const PAGE_TURNS = 20;
@@ -83,38 +99,63 @@ function ItemView({ item }: { item: Item }) {
           {item.title}: {item.option === null ? "denied" : `answered “${item.option}”`}
         </p>
       );
+    case "rewind":
+      return null; // shown after the turn's actions (TurnView)
   }
 }
 
+interface TurnProps {
+  turn: Turn;
+  hit?: boolean;
+  /** The turn's number (null: unknown, or the preamble). */
+  number: number | null;
+  /** The turn is running now. */
+  live?: boolean;
+  /** The newest turn: its last rewind (nothing ran since) can be undone. */
+  newest?: boolean;
+}
+
 /** One turn; re-renders only when its own object changes (a live chunk touches the last). */
-class TurnView extends Component<{ turn: Turn; hit?: boolean }> {
-  override shouldComponentUpdate(next: { turn: Turn; hit?: boolean }): boolean {
-    return next.turn !== this.props.turn || next.hit !== this.props.hit;
+class TurnView extends Component<TurnProps> {
+  override shouldComponentUpdate(next: TurnProps): boolean {
+    const now = this.props;
+    return next.turn !== now.turn || next.hit !== now.hit || next.number !== now.number || next.live !== now.live || next.newest !== now.newest;
   }
   override render() {
-    const { turn, hit } = this.props;
+    const { turn, hit, number, live = false, newest = false } = this.props;
+    // Rewinds happen between turns: they follow the turn's own actions.
+    const rewinds = turn.items.filter((item) => item.type === "rewind");
     return (
       <article class={hit ? "turn hit" : "turn"} aria-current={hit ? "true" : undefined} aria-label={turn.prompt ? `Turn: ${turn.prompt.slice(0, 60)}` : "Turn"}>
         {turn.userSeq !== null && <div class="prompt">{turn.prompt ?? "…"}</div>}
+        {turn.primedFrom && <PrimedNote from={turn.primedFrom} />}
         <div class="reply">
-          {turn.items.map((item) => (
-            <ItemView item={item} />
-          ))}
+          {turn.items.map((item) => item.type !== "rewind" && <ItemView item={item} />)}
         </div>
+        {turn.userSeq !== null && <TurnTools number={number} live={live} checkpoint={turn.checkpoint} />}
+        {rewinds.map((item, i) => (
+          <RewindNote item={item} latest={newest && !live && i === rewinds.length - 1} />
+        ))}
       </article>
     );
   }
 }
 
 /** Every turn but the newest: skipped by a live chunk, which only replaces the newest turn. */
-class OlderTurns extends Component<{ turns: Turn[]; hit: number | null }> {
-  override shouldComponentUpdate(next: { turns: Turn[]; hit: number | null }): boolean {
-    const now = this.props.turns;
-    return next.hit !== this.props.hit || next.turns.length !== now.length || next.turns.some((turn, i) => turn !== now[i]);
+class OlderTurns extends Component<{ turns: Turn[]; numbers: (number | null)[]; hit: number | null }> {
+  override shouldComponentUpdate(next: { turns: Turn[]; numbers: (number | null)[]; hit: number | null }): boolean {
+    const now = this.props;
+    return (
+      next.hit !== now.hit ||
+      next.turns.length !== now.turns.length ||
+      next.turns.some((turn, i) => turn !== now.turns[i] || next.numbers[i] !== now.numbers[i])
+    );
   }
   override render() {
-    const { hit } = this.props;
-    return this.props.turns.map((turn) => <TurnView key={turn.userSeq ?? "preamble"} turn={turn} hit={hit !== null && holdsSeq(turn, hit)} />);
+    const { hit, numbers } = this.props;
+    return this.props.turns.map((turn, i) => (
+      <TurnView key={turn.userSeq ?? "preamble"} turn={turn} number={numbers[i] ?? null} hit={hit !== null && holdsSeq(turn, hit)} />
+    ));
   }
 }
 
@@ -362,7 +403,17 @@ function Attachments({
   );
 }
 
-function Composer({ session, running, onSent }: { session: SessionSnapshot; running: boolean; onSent: (rid: string, text: string) => void }) {
+function Composer({
+  session,
+  running,
+  queue,
+  onSent,
+}: {
+  session: SessionSnapshot;
+  running: boolean;
+  queue: QueueState;
+  onSent: (rid: string, text: string) => void;
+}) {
   const [text, setText] = useState("");
   const [skills, setSkills] = useState<SkillChoice[]>([]);
   const [chats, setChats] = useState<string[]>([]);
@@ -375,23 +426,41 @@ function Composer({ session, running, onSent }: { session: SessionSnapshot; runn
     ...(text.trim() ? [{ type: "text", text } as DocBlock] : []),
   ];
   const empty = text.trim() === "" && skills.length === 0 && chats.length === 0;
+  // While a turn runs the message can only wait in the queue; with a queue, it may.
+  const queueable = running || queue.paused || queue.items.length > 0;
+  // Sent: the composer empties, unless something new was typed while the request was out.
+  const cleared = (sent: string) => {
+    setError(null);
+    setText((now) => (now === sent ? "" : now));
+    setSkills([]);
+    setChats([]);
+    setPreview(null);
+  };
   const send = async (event?: Event) => {
     event?.preventDefault();
+    if (running) return enqueue();
     if (empty || busy) return;
     setBusy(true);
     const rid = requestId();
-    onSent(rid, text);
+    const sent = text;
+    onSent(rid, sent);
     const result = await prompt({ path: { session_id: session.id }, body: { doc: doc(), request_id: rid } });
     setBusy(false);
     if (result.error !== undefined || result.data === undefined) {
       setError(problemMessage(result.error));
       return;
     }
-    setError(null);
-    setText("");
-    setSkills([]);
-    setChats([]);
-    setPreview(null);
+    cleared(sent);
+  };
+  // Its turn's prompt text is read from the transcript when it starts (it may be edited first).
+  const enqueue = async () => {
+    if (empty || busy) return;
+    setBusy(true);
+    const sent = text;
+    const result = await queuePrompt({ path: { session_id: session.id }, body: { doc: doc(), request_id: requestId() } });
+    setBusy(false);
+    if (result.data === undefined) setError(problemMessage(result.error));
+    else cleared(sent);
   };
   const showPreview = async () => {
     const result = await previewPrompt({ path: { session_id: session.id }, body: { doc: doc() } });
@@ -424,7 +493,7 @@ function Composer({ session, running, onSent }: { session: SessionSnapshot; runn
       )}
       <textarea
         aria-label="Message"
-        placeholder="Message the agent (Ctrl+Enter sends)"
+        placeholder={running ? "Queue a message for when this turn ends (Ctrl+Enter)" : "Message the agent (Ctrl+Enter sends)"}
         rows={2}
         value={text}
         onInput={(e) => {
@@ -444,9 +513,16 @@ function Composer({ session, running, onSent }: { session: SessionSnapshot; runn
             Stop
           </button>
         )}
-        <button type="submit" class="primary" disabled={busy || empty}>
-          Send
-        </button>
+        {queueable && (
+          <button type="button" class={running ? "primary" : ""} disabled={busy || empty} onClick={() => void enqueue()}>
+            Queue
+          </button>
+        )}
+        {!running && (
+          <button type="submit" class="primary" disabled={busy || empty}>
+            Send
+          </button>
+        )}
       </div>
     </form>
   );
@@ -487,15 +563,31 @@ function useConversation(id: string, at: HitTarget | null) {
         update(withPrompt(model.current.turns, seq, mine));
         return;
       }
-      const page = await getTranscript({ path: { session_id: id }, query: { limit: 1 } });
-      const row = page.data?.entries.find((e) => e.seq === seq && e.role === "user");
-      if (alive && row && (row.part.kind === "prompt" || row.part.kind === "text")) update(withPrompt(model.current.turns, seq, row.part.text));
+      // The newest turns hold it; more may have started meanwhile (a queue runs them back to
+      // back), so a page that misses it is read again, twice as long.
+      for (let limit = 1; limit <= 64 && alive; limit *= 2) {
+        const page = await getTranscript({ path: { session_id: id }, query: { limit } });
+        if (page.data === undefined) return;
+        const row = page.data.entries.find((e) => e.seq === seq && e.role === "user");
+        if (row !== undefined) {
+          if (alive && (row.part.kind === "prompt" || row.part.kind === "text")) update(withPrompt(model.current.turns, seq, row.part.text));
+          return;
+        }
+        if (page.data.next_before === null || page.data.entries.some((e) => e.seq < seq)) return;
+      }
     };
     const apply = (event: StreamEvent) => {
+      if (event.event === "turn_ended") {
+        update(withTurnEnd(model.current.turns, event.turn ?? null, event.checkpoint ?? null));
+        return;
+      }
       const part = eventPart(event);
       if (part === null || !isNewer(part.seq, snapshotThrough)) return;
       update(applyPart(model.current.turns, part.seq, part.role, part.part));
-      if (event.event === "turn_started") void fillPrompt(part.seq, event.request_id);
+      if (event.event === "turn_started") {
+        update(withTurnStart(model.current.turns, part.seq, event.turn ?? null, event.primed_from ?? null));
+        void fillPrompt(part.seq, event.request_id);
+      }
     };
     const off = onEvent((event) => {
       if (event.session !== id || jumped) return;
@@ -549,6 +641,11 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
   const anchor = useRef<number | null>(null);
   const paging = useRef(false);
   const follow = useRef(false);
+  const queue = useQueue(id);
+  // Diffs and rewinds need checkpoints: a worktree still there, or a turn that recorded one.
+  const discarded = session?.worktree_discarded ?? false;
+  const checkpoints = session !== undefined && !discarded && (session.worktree_path !== null || model.turns.some((t) => t.checkpoint !== null));
+  const { review, overlays } = useReview(id, checkpoints, setNotice);
 
   useLayoutEffect(() => {
     const el = scroller.current;
@@ -587,6 +684,8 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
   const running = state?.kind === "running" || state?.kind === "awaiting_input";
   const pending = state?.kind === "awaiting_input" ? state.pending : [];
   const activity = activityLabel(session);
+  const numbers = turnNumbers(model.turns, model.loaded && model.nextBefore === null && !jumped);
+  const last = model.turns.length - 1;
 
   const older = async () => {
     if (paging.current) return;
@@ -614,91 +713,123 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
     if (!confirm("Discard this session's worktree and its branch?")) return;
     const result = await discardWorktree({ path: { session_id: id } });
     if (result.data === undefined) setNotice(problemMessage(result.error));
-    // The snapshot keeps the worktree as provenance; this view stops offering the discard.
-    else mergeSnapshot({ ...session, worktree_path: null });
+    // The snapshot keeps the worktree as provenance and says it was discarded.
+    else mergeSnapshot({ ...session, worktree_discarded: true });
   };
 
   return (
-    <div class="session">
-      <div class="session-head">
-        <a class="back" href="#/">
-          ‹ All sessions
-        </a>
-        <h1>{session.title || "Untitled"}</h1>
-        <span class="meta">
-          <span class="agent">{providerLabel(session.provider)}</span>
-          <span class={`badge ${activity.tone}`}>{activity.text}</span>
-          {session.worktree_baseline && <span class="badge worktree">worktree · {session.worktree_baseline.display}</span>}
-          <ContextMeter session={session} />
-        </span>
-        <button type="button" class="settings-toggle" aria-expanded={showSettings} onClick={() => setShowSettings(!showSettings)}>
-          Settings
-        </button>
-        <div class={`head-more ${showSettings ? "open" : ""}`}>
-          <Settings session={session} onError={setNotice} />
-          <div class="head-actions">
-          {session.worktree_path && (
-            <button type="button" onClick={() => void discard()} disabled={running}>
-              Discard worktree
+    <ReviewContext.Provider value={review}>
+      <div class="session">
+        <div class="session-head">
+          <a class="back" href="#/">
+            ‹ All sessions
+          </a>
+          <h1>{session.title || "Untitled"}</h1>
+          <span class="meta">
+            <span class="agent">{providerLabel(session.provider)}</span>
+            <span class={`badge ${activity.tone}`}>{activity.text}</span>
+            {session.worktree_baseline && (
+              <span class="badge worktree">
+                {discarded ? "worktree discarded" : "worktree"} · {session.worktree_baseline.display}
+              </span>
+            )}
+            <ContextMeter session={session} />
+          </span>
+          {session.forked_from && <LineageNote from={session.forked_from} />}
+          <div class="session-tools">
+            {checkpoints && (
+              <button type="button" class="link" onClick={() => review.showChanges(null)}>
+                All changes
+              </button>
+            )}
+            {checkpoints && (
+              <button type="button" class="link" onClick={() => review.rewind({ toTurn: 0 }, true)}>
+                Rewind to start
+              </button>
+            )}
+            <button type="button" class="link" onClick={() => review.fork(null)}>
+              Fork session
             </button>
-          )}
-          <button type="button" class="danger" onClick={() => void remove()}>
-            Delete session
-          </button>
           </div>
-        </div>
-        {(notice || error) && (
-          <p role="alert" class="error">
-            {notice ?? error}
-          </p>
-        )}
-        {state?.kind === "failed" && <p class="error">The last turn failed: {state.message}</p>}
-      </div>
-      <div
-        class="scroller"
-        ref={scroller}
-        onScroll={(e) => {
-          const el = e.currentTarget;
-          stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-        }}
-        onWheel={(e) => {
-          if (e.deltaY < 0) nearTop();
-        }}
-        onTouchMove={nearTop}
-        onKeyUp={(e) => {
-          if (["ArrowUp", "PageUp", "Home"].includes(e.key)) nearTop();
-        }}
-      >
-        <section aria-label="Conversation" class="conversation">
-          {jumped && (
-            <p class="jumped" role="note">
-              Showing an earlier part of this conversation. <a href={sessionHref(id)}>Back to latest</a>
+          <button type="button" class="settings-toggle" aria-expanded={showSettings} onClick={() => setShowSettings(!showSettings)}>
+            Settings
+          </button>
+          <div class={`head-more ${showSettings ? "open" : ""}`}>
+            <Settings session={session} onError={setNotice} />
+            <div class="head-actions">
+              {session.worktree_path && !discarded && (
+                <button type="button" onClick={() => void discard()} disabled={running}>
+                  Discard worktree
+                </button>
+              )}
+              <button type="button" class="danger" onClick={() => void remove()}>
+                Delete session
+              </button>
+            </div>
+          </div>
+          {(notice || error) && (
+            <p role="alert" class="error">
+              {notice ?? error}
             </p>
           )}
-          {model.nextBefore !== null && (
-            <button type="button" class="earlier" onClick={() => void older()}>
-              Load earlier messages
-            </button>
-          )}
-          {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
-          <OlderTurns turns={model.turns.slice(0, -1)} hit={hit} />
-          {model.turns.length > 0 && (
-            <TurnView
-              key={model.turns[model.turns.length - 1]?.userSeq ?? "preamble"}
-              turn={model.turns[model.turns.length - 1] as Turn}
-              hit={hit !== null && holdsSeq(model.turns[model.turns.length - 1] as Turn, hit)}
-            />
-          )}
-          {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
-        </section>
+          {state?.kind === "failed" && <p class="error">The last turn failed: {state.message}</p>}
+        </div>
+        <div
+          class="scroller"
+          ref={scroller}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+          }}
+          onWheel={(e) => {
+            if (e.deltaY < 0) nearTop();
+          }}
+          onTouchMove={nearTop}
+          onKeyUp={(e) => {
+            if (["ArrowUp", "PageUp", "Home"].includes(e.key)) nearTop();
+          }}
+        >
+          <section aria-label="Conversation" class="conversation">
+            {jumped && (
+              <p class="jumped" role="note">
+                Showing an earlier part of this conversation. <a href={sessionHref(id)}>Back to latest</a>
+              </p>
+            )}
+            {model.nextBefore !== null && (
+              <button type="button" class="earlier" onClick={() => void older()}>
+                Load earlier messages
+              </button>
+            )}
+            {model.loaded && model.turns.length === 0 && <p class="muted">No messages yet: say something below.</p>}
+            <OlderTurns turns={model.turns.slice(0, -1)} numbers={numbers.slice(0, -1)} hit={hit} />
+            {last >= 0 && (
+              <TurnView
+                key={model.turns[last]?.userSeq ?? "preamble"}
+                turn={model.turns[last] as Turn}
+                number={numbers[last] ?? null}
+                live={running && !jumped}
+                newest={!jumped}
+                hit={hit !== null && holdsSeq(model.turns[last] as Turn, hit)}
+              />
+            )}
+            {running && <p class="working muted">{state?.kind === "awaiting_input" ? "Waiting for your answer…" : "Working…"}</p>}
+          </section>
+        </div>
+        {pending.map((p) => (
+          <PermissionCard key={p.input_id} session={id} pending={p} />
+        ))}
+        {overlays}
+        <QueuePanel session={id} queue={queue} />
+        <Composer
+          session={session}
+          running={running}
+          queue={queue}
+          onSent={(rid, text) => {
+            sentPrompts.set(rid, text);
+            if (jumped) location.hash = sessionHref(id); // a new turn is seen in the live view
+          }}
+        />
       </div>
-      {pending.map((p) => (
-        <PermissionCard key={p.input_id} session={id} pending={p} />
-      ))}
-      <Composer session={session} running={running} onSent={(rid, text) => {
-          sentPrompts.set(rid, text);
-          if (jumped) location.hash = sessionHref(id); // a new turn is seen in the live view
-        }} />
-    </div>
+    </ReviewContext.Provider>
   );
 }

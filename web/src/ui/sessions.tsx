@@ -60,7 +60,7 @@ export function SessionList({ current }: { current: string | null }) {
                 <span class="meta">
                   <span class="agent">{providerLabel(session.provider)}</span>
                   <span class={`badge ${activity.tone}`}>{activity.text}</span>
-                  {session.worktree_path && <span class="badge worktree">worktree</span>}
+                  {session.worktree_path && !session.worktree_discarded && <span class="badge worktree">worktree</span>}
                 </span>
               </li>
             );
