@@ -23,6 +23,7 @@ from api.routes import (
     auth,
     catalog,
     checkpoints,
+    cluster,
     events,
     health,
     ops,
@@ -92,6 +93,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         search.router,
         webhooks.router,
         push.router,
+        cluster.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)

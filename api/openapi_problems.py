@@ -91,6 +91,8 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "listDevices": (),
     "revokeDevice": (DeviceNotFoundError,),
     "streamEvents": (SessionNotFoundError, TooManyStreamsError, InvalidTicketError),
+    # cluster (issue 18)
+    "listInstances": (),
     # ops (the dispatcher adds its own; submitOp answers all of them)
     SUBMIT_OP: (),
     "createSession": (

@@ -16,8 +16,9 @@ from datetime import timedelta
 from typing import Any
 
 from api.dispatch import OpDispatcher
-from api.settings import Settings
+from api.settings import Settings, url_host
 from core.bus import EventBus
+from core.cluster.membership import ClusterConfig, home_instance_id
 from core.engine import Engine
 from core.home import HomeLock, StartupError
 from core.home import preflight as check_home
@@ -37,7 +38,21 @@ def default_engine(store: Any, _bus: EventBus, settings: Settings) -> Engine:
 
 def preflight(settings: Settings) -> HomeLock:
     """The start-up checks of `c2 serve` (core/home.py); returns the home claim."""
-    return check_home(settings.home, settings.database_url)
+    return check_home(settings.home, settings.database_url, cluster=settings.cluster)
+
+
+def cluster_config(settings: Settings) -> ClusterConfig | None:
+    """How this server joins its cluster (None: not clustered). The advertised URL defaults
+    to the listen address; the id is the home's."""
+    if not settings.cluster:
+        return None
+    url = settings.advertise_url or f"http://{url_host(settings.host)}:{settings.port}"
+    return ClusterConfig(
+        instance_id=home_instance_id(settings.home),
+        url=url,
+        lease_seconds=settings.cluster_lease_seconds,
+        secret=settings.cluster_secret or None,
+    )
 
 
 class Services:
@@ -53,7 +68,9 @@ class Services:
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
             webhook_backoff_scale=settings.webhook_backoff_scale,
             vapid_subject=settings.vapid_subject,
+            cluster=cluster_config(settings),
         )
+        self.membership = self.core.membership
         self.store = self.core.store
         self.bus = self.core.bus
         self.engine = self.core.engine
@@ -121,6 +138,8 @@ class Services:
             )
             group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
             group.create_task(self.push.run(), name="c2-push")
+            if self.membership is not None:
+                group.create_task(self.membership.run(), name="c2-cluster-heartbeat")
 
     async def sweep(self) -> None:
         """Prune events and delivered webhook deliveries past retention, idempotency records

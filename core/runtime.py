@@ -3,7 +3,8 @@ retry, with their start, readiness, housekeeping and close. api/services.py adds
 (op dispatch, draining) and owns nothing of the store itself.
 
 Start-up claims the home and the database (one owner each, core/store/ownership.py) before
-anything is migrated or recovered.
+anything is migrated or recovered. A cluster member (`cluster` given, issue 18) shares the
+database with its peers instead, and joins the cluster before the engine recovers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from core.auth import DeviceAuth
 from core.bus import EventBus
+from core.cluster.membership import ClusterConfig, Membership
 from core.engine import Engine
 from core.event_feed import EventFeed
 from core.home import HomeLock, open_home, sqlite_url
@@ -46,11 +48,19 @@ class Runtime:
         pair_attempts_per_minute: int = 10,
         webhook_backoff_scale: float = 1.0,
         vapid_subject: str = "",
+        cluster: ClusterConfig | None = None,
     ) -> None:
         self.home = home
         self.database_url = database_url
         self.bus = EventBus()
-        self.store = Store(database_url, exclusive=True, retry_seconds=store_retry_seconds)
+        self.store = Store(
+            database_url,
+            exclusive=True,
+            cluster=cluster is not None,
+            instance_id=cluster.instance_id if cluster is not None else None,
+            retry_seconds=store_retry_seconds,
+        )
+        self.membership = Membership(self.store, cluster) if cluster is not None else None
         self.engine = engine(self.store, self.bus)
         self.auth = DeviceAuth(
             self.store,
@@ -78,6 +88,8 @@ class Runtime:
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
         await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
+        if self.membership is not None:
+            await self.membership.join()
         await self.engine.start()
 
     def _published(self, events: list[CommittedEvent]) -> None:
@@ -128,6 +140,8 @@ class Runtime:
                 await self.auth.flush_last_seen()
             except Exception:
                 log.exception("could not flush device last-seen times")
+            if self.membership is not None:
+                await self.membership.leave()
             await asyncio.to_thread(self.store.close)
             self._store_started = False
         if self._home is not None:

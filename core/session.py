@@ -64,6 +64,7 @@ class SessionRecord:
     forked_from: ForkedFrom | None = None
     prime: bool = False
     archived: bool = False
+    owner: str | None = None  # the cluster member serving it (issue 18); None: not clustered
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
 

@@ -186,6 +186,7 @@ class Store:
         readers: int = 4,
         exclusive: bool = False,
         cluster: bool = False,
+        instance_id: str | None = None,
         retry_seconds: float = WRITE_RETRY_SECONDS,
     ) -> None:
         self.url = url
@@ -195,6 +196,9 @@ class Store:
         self.exclusive = exclusive
         # Other writers share the database: sequences are claimed per batch, under a lock.
         self.cluster = cluster
+        # The cluster member this store writes for (core/cluster/): it owns the sessions it
+        # creates and the agents it spawns. None when not clustered.
+        self.instance_id = instance_id
         self.retry_seconds = retry_seconds
         self._writer_engine = _make_engine(url, writer=True)
         self._reader_engine = _make_engine(url, writer=False)

@@ -47,6 +47,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "modes": ("modes_json",),
     "archived": ("archived",),
     "worktree_discarded": ("worktree_discarded",),
+    "owner": ("owner",),
     "forked_from": ("lineage_json",),
     "prime": ("lineage_json",),
 }
@@ -97,6 +98,7 @@ def _to_row(rec: SessionRecord) -> dict[str, Any]:
         ),
         "lineage_json": _lineage(rec),
         "archived": rec.archived,
+        "owner": rec.owner,
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
     }
@@ -154,6 +156,7 @@ def _from_row(row: Any) -> SessionRecord:
             parse_mcp_servers(json.loads(row.mcp_servers_json)) if row.mcp_servers_json else ()
         ),
         archived=bool(row.archived),
+        owner=row.owner,
         created_at=_aware(row.created_at),
         updated_at=_aware(row.updated_at),
     )
@@ -237,12 +240,16 @@ class SessionRepository:
             return 0 if self.get(session_id) is not None else None
         return SessionActivity.model_validate_json(raw).revision
 
-    def interrupt_in_flight(self) -> list[SessionRecord]:
-        """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1)."""
+    def interrupt_in_flight(self, owners: list[str] | None = None) -> list[SessionRecord]:
+        """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1).
+
+        `owners` (a cluster): only the sessions of these members, and those of no member (left
+        by a plain server, which cannot run next to a cluster); None: every session."""
         changed: list[SessionRecord] = []
-        rows = self._conn.execute(
-            select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
-        ).all()
+        query = select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
+        if owners is not None:
+            query = query.where(_SESSIONS.c.owner.in_(owners) | _SESSIONS.c.owner.is_(None))
+        rows = self._conn.execute(query).all()
         for row in rows:
             rec = _from_row(row)
             state = rec.activity.state
