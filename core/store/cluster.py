@@ -57,6 +57,13 @@ _SECRET_INSERT = text(
     "ON CONFLICT (name) DO NOTHING"
 )
 _SECRET_READ = text("SELECT value FROM cluster_settings WHERE name = :name")
+_NOTIFY_CONTROL = text("SELECT pg_notify('c2_ctl_' || md5(current_schema()), :p)")
+
+
+def notify_members(conn: Connection, message: str) -> None:
+    """Send `message` to every member's listener when this transaction commits
+    (core/cluster/fanout.py), e.g. `revoke <device id>`."""
+    conn.execute(_NOTIFY_CONTROL, {"p": message})
 
 
 @dataclass(frozen=True)

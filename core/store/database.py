@@ -34,7 +34,13 @@ from core.notify.payloads import WEBHOOK_EVENTS
 from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
-from core.store.events import CommittedEvent, EventLog, claim_sequences, encode_event
+from core.store.events import (
+    CommittedEvent,
+    EventLog,
+    claim_sequences,
+    encode_event,
+    notify_position,
+)
 from core.store.faults import StoreUnavailableError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
 from core.store.ownership import claim_database, owner_label, reader_label
@@ -409,6 +415,8 @@ class Store:
                         else:
                             first_seq = 0  # nothing to number: no lock
                         seqs = buffer.flush(conn, first_seq)
+                        if self.cluster and seqs:
+                            notify_position(conn, self.instance_id or "", seqs[-1])
                         committing = True
                     if not self.cluster:
                         self._next_event_seq = first_seq + len(seqs)

@@ -32,6 +32,14 @@ _INSERT = insert(_EVENTS)
 _SEQ_CLASS = 0x6333
 _SEQ_LOCK = text("SELECT pg_advisory_xact_lock(:a, hashtext(current_schema()))")
 _MAX_SEQ = select(func.max(_EVENTS.c.seq))
+# A cluster's live fan-out (core/cluster/fanout.py): only the position travels, at COMMIT.
+_NOTIFY_LOG = text("SELECT pg_notify('c2_log_' || md5(current_schema()), :p)")
+
+
+def notify_position(conn: Connection, instance_id: str, last_seq: int) -> None:
+    """Tell the cluster's members, when this transaction commits, that the log reaches
+    `last_seq` (PostgreSQL NOTIFY: delivered at COMMIT, dropped on rollback)."""
+    conn.execute(_NOTIFY_LOG, {"p": f"{instance_id} {last_seq}"})
 
 
 def claim_sequences(conn: Connection) -> int:

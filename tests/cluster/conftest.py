@@ -6,6 +6,9 @@ expiry is observable in a test; each test gets a fresh schema.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract.pg import PG_URL, pg_schema_url
-from tests.e2e.harness import C2Process
+from tests.e2e.harness import REPO, C2Process
 
 LEASE_SECONDS = 2.0
 
@@ -56,3 +59,18 @@ def pair(tmp_path: Path, cluster_url: str) -> Iterator[Pair]:
     finally:
         b.stop()
         a.stop()
+
+
+def pair_device(server: C2Process, name: str) -> tuple[str, str]:
+    """A further device paired through `server`'s home: (device id, bearer)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "api.cli", "pair", "--name", name, "--home", str(server.home)],
+        cwd=REPO,
+        env=server._env(),
+        capture_output=True,
+        check=True,
+        timeout=30,
+        text=True,
+    )
+    paired = json.loads(out.stdout.strip().splitlines()[-1])
+    return str(paired["device_id"]), str(paired["bearer"])
