@@ -15,6 +15,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from api.authn import single_valued_query
 from api.error_handlers import install_error_handlers
+from api.forward import ClusterForwarder
 from api.guard import RequestGuard
 from api.hosts import HostAllowlist
 from api.media import json_body
@@ -102,6 +103,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     install_docs(app)
     app.include_router(web.router)  # the web client at / (api/routes/web.py)
     install_error_handlers(app)
+    # Inside the guard: a request is authenticated and its body bounded before it is relayed.
+    app.add_middleware(ClusterForwarder)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:
         app.add_middleware(

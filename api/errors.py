@@ -214,6 +214,14 @@ class ShuttingDownError(HttpProblem):
     title = "Server is shutting down"
 
 
+class OwnerUnreachableError(HttpProblem):
+    """A cluster member owns the session but did not answer the relayed request (issue 18)."""
+
+    code = "owner_unreachable"
+    status = 503
+    title = "The session's instance did not answer"
+
+
 class NotReadyError(HttpProblem):
     code = "not_ready"
     status = 503

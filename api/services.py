@@ -112,6 +112,21 @@ class Services:
         await self.drain()
         await self.core.close()
 
+    async def owner_url(self, session_id: str) -> str | None:
+        """Where a request acting on `session_id` must go: the URL of the live member that
+        owns it when that is not this one, else None (serve it here: ours, unowned, unknown,
+        or its owner's lease expired)."""
+        membership = self.membership
+        if membership is None:
+            return None
+        owner = await self.engine.owner_of(session_id)
+        if owner is None or owner == membership.id:
+            return None
+        for member in await membership.members():
+            if member.id == owner:
+                return member.url
+        return None
+
     async def is_ready(self) -> bool:
         """Migrations ran, the store answers and can commit, and the server is not shutting
         down."""

@@ -600,6 +600,9 @@ class SessionSnapshot(BaseModel):
     mcp_servers: list[McpServerSummary] = Field(default_factory=list)
     context_window: ContextWindow | None
     forked_from: ForkedFrom | None = None
+    # The cluster member whose agent and worktree serve the session (issue 18); null when
+    # the server is not clustered.
+    owner: str | None = None
     created_at: Timestamp
     updated_at: Timestamp
 

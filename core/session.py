@@ -100,6 +100,7 @@ class SessionRecord:
             mcp_servers=[server.summary() for server in self.mcp_servers],
             context_window=self.context_window,
             forked_from=self.forked_from,
+            owner=self.owner,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )
