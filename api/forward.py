@@ -26,7 +26,7 @@ import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import OwnerUnreachableError, problem_response
-from core.errors import UnauthorizedError
+from core.errors import DomainError, StoreUnavailableError, UnauthorizedError
 
 log = logging.getLogger(__name__)
 KEY_HEADER = "c2-cluster-key"
@@ -100,7 +100,16 @@ class ClusterForwarder:
         if target is None and method == "POST" and scope["path"] == OPS_PATH:
             body, receive = await _buffer(receive)
             target = op_target(body)
-        url = None if target is None or services is None else await services.owner_url(target)
+        try:
+            url = None if target is None or services is None else await services.owner_url(target)
+        except DomainError as err:
+            await problem_response(err)(scope, receive, send)
+            return
+        except Exception as exc:  # the registry could not be read: never a 500
+            log.warning("could not find the owner of session %s: %s", target, exc)
+            unavailable = StoreUnavailableError("the session's owner cannot be looked up now")
+            await problem_response(unavailable)(scope, receive, send)
+            return
         if url is None:
             await self.app(scope, receive, send)
             return

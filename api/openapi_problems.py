@@ -57,6 +57,7 @@ from core.errors import (
     NoSuchTurnError,
     OperationFailedError,
     OutsideChangesError,
+    OwnerUnavailableError,
     PermissionNotPendingError,
     ProviderUnavailableError,
     PushSubscriptionNotFoundError,
@@ -250,7 +251,7 @@ def operation_problems(
     if op_id in op_ids or op_id == SUBMIT_OP:
         own += _DISPATCHED
     if operation.get(RELAYED):
-        own.append(OwnerUnreachableError)
+        own += (OwnerUnreachableError, OwnerUnavailableError)
     by_status: dict[str, list[ProblemClass]] = {}
     for cls in own:
         listed = by_status.setdefault(str(status_of(cls)), [])

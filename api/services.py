@@ -19,7 +19,10 @@ from api.dispatch import OpDispatcher
 from api.settings import Settings, url_host
 from core.bus import EventBus
 from core.cluster.membership import ClusterConfig, home_instance_id
+from core.cluster.takeover import adopt as adopt_session
+from core.cluster.takeover import take_over_expired
 from core.engine import Engine
+from core.errors import OwnerUnavailableError
 from core.home import HomeLock, StartupError
 from core.home import preflight as check_home
 from core.runtime import Runtime
@@ -112,20 +115,33 @@ class Services:
         await self.drain()
         await self.core.close()
 
-    async def owner_url(self, session_id: str) -> str | None:
+    async def owner_url(self, session_id: str, *, adopt: bool = True) -> str | None:
         """Where a request acting on `session_id` must go: the URL of the live member that
-        owns it when that is not this one, else None (serve it here: ours, unowned, unknown,
-        or its owner's lease expired)."""
+        owns it when that is not this one, else None (serve it here: ours, unowned or
+        unknown). A session whose owner is gone is adopted here first (core/cluster/
+        takeover.py), or refused with `owner_unavailable` when it has a worktree."""
         membership = self.membership
         if membership is None:
             return None
-        owner = await self.engine.owner_of(session_id)
-        if owner is None or owner == membership.id:
+        record = await self.engine.record_of(session_id)
+        if record is None or record.owner is None or record.owner == membership.id:
             return None
         for member in await membership.members():
-            if member.id == owner:
+            if member.id == record.owner:
                 return member.url
-        return None
+        if record.worktree_path is not None:
+            raise OwnerUnavailableError(
+                f"the instance {record.owner} that owns this worktree session is gone; the "
+                "worktree lives on its disk, so only that instance can run it again",
+                session=session_id,
+            )
+        if await adopt_session(self.store, session_id, record.owner) or not adopt:
+            return None
+        return await self.owner_url(session_id, adopt=False)  # another member adopted it
+
+    async def take_over_expired(self) -> None:
+        """Take over the sessions of members whose lease expired (core/cluster/)."""
+        await take_over_expired(self.store, self.engine.queue)
 
     async def is_ready(self) -> bool:
         """Migrations ran, the store answers and can commit, and the server is not shutting
@@ -154,7 +170,12 @@ class Services:
             group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
             group.create_task(self.push.run(), name="c2-push")
             if self.membership is not None:
+                interval = self.membership.heartbeat_interval
                 group.create_task(self.membership.run(), name="c2-cluster-heartbeat")
+                group.create_task(
+                    _every(interval, self.take_over_expired, delay=interval),
+                    name="c2-cluster-takeover",
+                )
 
     async def sweep(self) -> None:
         """Prune events and delivered webhook deliveries past retention, idempotency records

@@ -241,10 +241,9 @@ class Engine:
         except Exception as exc:
             raise StoreUnavailableError(f"couldn't read sessions: {exc}") from exc
 
-    async def owner_of(self, session_id: str) -> str | None:
-        """The cluster member owning `session_id` (None: unowned or unknown)."""
-        record = await self._read(lambda r: r.sessions.get(session_id))
-        return None if record is None else record.owner
+    async def record_of(self, session_id: str) -> SessionRecord | None:
+        """`session_id`'s stored record (its owner, its worktree), None when unknown."""
+        return await self._read(lambda r: r.sessions.get(session_id))
 
     async def list_sessions(self) -> list[SessionSnapshot]:
         records = await self._read(lambda r: r.sessions.list_active())

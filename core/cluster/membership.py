@@ -90,7 +90,11 @@ class Membership:
                     lambda uow: ClusterRepository(uow.conn).heartbeat(self.id, lease),
                     retry_seconds=interval,
                 )
-                if not renewed:  # a peer judged us dead and removed the row: register again
+                if not renewed:
+                    # Our lease ran out (a stalled process, a partition): peers may have taken
+                    # our in-flight sessions over. Join again; turns of sessions taken over
+                    # end as their writes meet the new state.
+                    log.error("cluster lease of %s expired before renewal; joining again", self.id)
                     await self.join()
             except Exception as exc:
                 log.warning("cluster heartbeat failed: %s", exc)

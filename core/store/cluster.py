@@ -43,14 +43,19 @@ _REGISTER = text(
     "ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, started_at = EXCLUDED.started_at, "
     "heartbeat_at = EXCLUDED.heartbeat_at, lease_expires_at = EXCLUDED.lease_expires_at"
 )
+# An expired lease is not renewed: the member must join again (its peers may be taking its
+# sessions over).
 _HEARTBEAT = text(
     "UPDATE cluster_instances SET heartbeat_at = now(), "
-    "lease_expires_at = now() + make_interval(secs => :lease) WHERE id = :id"
+    "lease_expires_at = now() + make_interval(secs => :lease) "
+    "WHERE id = :id AND lease_expires_at > now()"
 )
 _LIVE = text(
     "SELECT id, url, started_at, heartbeat_at, lease_expires_at FROM cluster_instances "
     "WHERE lease_expires_at > now() ORDER BY started_at, id"
 )
+_REMOVE_EXPIRED = text("DELETE FROM cluster_instances WHERE id = :id AND lease_expires_at <= now()")
+_IS_LIVE = text("SELECT 1 FROM cluster_instances WHERE id = :id AND lease_expires_at > now()")
 _EXPIRED = text("SELECT id FROM cluster_instances WHERE lease_expires_at <= now() ORDER BY id")
 _SECRET_INSERT = text(
     "INSERT INTO cluster_settings (name, value) VALUES (:name, :value) "
@@ -88,7 +93,7 @@ class ClusterRepository:
         self._conn.execute(_REGISTER, {"id": instance_id, "url": url, "lease": lease_seconds})
 
     def heartbeat(self, instance_id: str, lease_seconds: float) -> bool:
-        """Renew the lease; False when the row is gone (expired and removed by a peer)."""
+        """Renew the lease; False when it expired (or a peer already removed the row)."""
         done = self._conn.execute(_HEARTBEAT, {"id": instance_id, "lease": lease_seconds})
         return bool(done.rowcount)
 
@@ -101,6 +106,15 @@ class ClusterRepository:
             Instance(r[0], r[1], _utc(r[2]), _utc(r[3]), _utc(r[4]))
             for r in self._conn.execute(_LIVE).all()
         ]
+
+    def remove_expired(self, instance_id: str) -> bool:
+        """Delete `instance_id`'s row if its lease has expired; True for the one member
+        whose transaction did (it takes the dead member's sessions over)."""
+        done = self._conn.execute(_REMOVE_EXPIRED, {"id": instance_id})
+        return bool(done.rowcount)
+
+    def is_live(self, instance_id: str) -> bool:
+        return self._conn.execute(_IS_LIVE, {"id": instance_id}).first() is not None
 
     def expired(self) -> list[str]:
         """Members whose lease has expired (their sessions are to be taken over)."""
