@@ -89,9 +89,11 @@ class IdempotencyRow(SQLModel, table=True):
     device_id: str = Field(primary_key=True, max_length=64)
     request_id: str = Field(primary_key=True, max_length=128)
     op_hash: str = Field(max_length=64)
-    status: int
+    status: int  # 0 while the op runs (a cluster member's claim: `claimant`)
     body_json: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    # "<instance id> <process token>" of the member running the op (issue 18).
+    claimant: str | None = Field(default=None, max_length=80)
 
 
 class AgentProcessRow(SQLModel, table=True):

@@ -49,11 +49,13 @@ def cluster_url() -> Iterator[str]:
 
 @pytest.fixture
 def pair(tmp_path: Path, cluster_url: str) -> Iterator[Pair]:
-    """Instances A and B, started in that order; stopped (if still running) afterwards."""
+    """Instances A and B, started in that order, with one paired device; stopped (if still
+    running) afterwards."""
     a = member(tmp_path / "a", cluster_url)
     b = member(tmp_path / "b", cluster_url)
     try:
         a.start()
+        b.bearer = a.bearer  # one device, seen by both members (one database)
         b.start()
         yield Pair(cluster_url, a, b)
     finally:

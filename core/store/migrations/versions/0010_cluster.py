@@ -1,5 +1,6 @@
 """Cluster members (issue 18): the instance registry with its leases, cluster-wide settings
-(the instance-to-instance key), each session's owner and each agent record's instance.
+(the instance-to-instance key), each session's owner, each agent record's instance, and the
+member process that claimed an idempotency key while its op runs.
 
 Revision ID: 0010_cluster
 Revises: 0009_checkpoints
@@ -34,9 +35,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column("owner", sa.String(64), nullable=True))
     with op.batch_alter_table("agent_processes") as batch:
         batch.add_column(sa.Column("instance_id", sa.String(64), nullable=True))
+    with op.batch_alter_table("idempotency") as batch:
+        batch.add_column(sa.Column("claimant", sa.String(80), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("idempotency") as batch:
+        batch.drop_column("claimant")
     with op.batch_alter_table("agent_processes") as batch:
         batch.drop_column("instance_id")
     with op.batch_alter_table("sessions") as batch:
