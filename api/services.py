@@ -167,20 +167,54 @@ class Services:
                 ),
                 name="c2-last-seen",
             )
-            group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
             group.create_task(self.push.run(), name="c2-push")
-            if self.membership is not None:
+            if self.membership is None:
+                group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
+            else:
                 interval = self.membership.heartbeat_interval
                 group.create_task(self.membership.run(), name="c2-cluster-heartbeat")
                 group.create_task(
                     _every(interval, self.take_over_expired, delay=interval),
                     name="c2-cluster-takeover",
                 )
+                group.create_task(self._lead(interval), name="c2-cluster-lead")
+
+    async def _lead(self, interval: float) -> None:
+        """Run the webhook dispatcher while this member is the cluster's leader (the oldest
+        live member): one member sends the shared outbox's deliveries."""
+        dispatcher: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    leading = await self.is_leader()
+                except Exception as exc:
+                    log.warning("could not read the cluster's members: %s", exc)
+                    leading = dispatcher is not None  # keep what we were doing
+                if leading and dispatcher is None:
+                    log.info("leading the cluster: sending webhook deliveries")
+                    dispatcher = asyncio.create_task(
+                        self.core.webhook_dispatcher.run(), name="c2-webhooks"
+                    )
+                elif not leading and dispatcher is not None:
+                    dispatcher.cancel()
+                    dispatcher = None
+                await asyncio.sleep(interval)
+        finally:
+            if dispatcher is not None:
+                dispatcher.cancel()
+
+    async def is_leader(self) -> bool:
+        """Not clustered, or the oldest live member: it runs retention and webhook sends."""
+        if self.membership is None:
+            return True
+        members = await self.membership.members()
+        return bool(members) and members[0].id == self.membership.id
 
     async def sweep(self) -> None:
         """Prune events and delivered webhook deliveries past retention, idempotency records
-        past 24 h, dead tokens/tickets."""
-        await self.core.sweep(timedelta(days=self.settings.event_retention_days))
+        past 24 h, dead tokens/tickets (in a cluster: the leader only)."""
+        if await self.is_leader():
+            await self.core.sweep(timedelta(days=self.settings.event_retention_days))
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], *, delay: float) -> None:
