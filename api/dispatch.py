@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 from starlette.responses import Response
 
-from api.errors import (
+from c2.api.errors import (
     PROBLEM_MEDIA_TYPE,
     ShuttingDownError,
     header_text,
@@ -27,11 +27,11 @@ from api.errors import (
     problem_headers,
     status_of,
 )
-from core.engine import Engine
-from core.errors import DomainError, RequestIdReusedError
-from core.idempotent import IdempotentOps, Reply
-from core.outcomes import CancelResult, PromptAccepted
-from core.protocol import (
+from c2.core.engine import Engine
+from c2.core.errors import DomainError, RequestIdReusedError
+from c2.core.idempotent import IdempotentOps, Reply
+from c2.core.outcomes import CancelResult, PromptAccepted
+from c2.core.protocol import (
     AnsweredBy,
     AnswerPermissionOp,
     NewSessionOp,
@@ -39,7 +39,7 @@ from core.protocol import (
     QueuePromptOp,
     SessionSnapshot,
 )
-from core.queue import Queued
+from c2.core.queue import Queued
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"

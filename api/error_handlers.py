@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import (
+from c2.api.errors import (
     FramedError,
     HttpError,
     HttpProblem,
@@ -29,7 +29,7 @@ from api.errors import (
     problem_body,
     problem_response,
 )
-from core.errors import DomainError
+from c2.core.errors import DomainError
 
 log = logging.getLogger(__name__)
 

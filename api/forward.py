@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import OwnerUnreachableError, problem_response
-from core.errors import DomainError, StoreUnavailableError, UnauthorizedError
+from c2.api.errors import OwnerUnreachableError, problem_response
+from c2.core.errors import DomainError, StoreUnavailableError, UnauthorizedError
 
 log = logging.getLogger(__name__)
 KEY_HEADER = "c2-cluster-key"

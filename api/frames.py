@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from core.protocol import Event, SessionSnapshot
+from c2.core.protocol import Event, SessionSnapshot
 
 
 class SessionsFrame(BaseModel):

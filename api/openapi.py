@@ -16,10 +16,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
-from api import openapi_problems, openapi_responses
-from api.errors import HttpProblem, status_of
-from core.errors import DomainError
-from core.protocol import Event, SessionSnapshot
+from c2.api import openapi_problems, openapi_responses
+from c2.api.errors import HttpProblem, status_of
+from c2.core.errors import DomainError
+from c2.core.protocol import Event, SessionSnapshot
 
 Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from api.errors import (
+from c2.api.errors import (
     PROBLEM_MEDIA_TYPE,
     HostNotAllowedError,
     InternalError,
@@ -32,8 +32,8 @@ from api.errors import (
     UnsupportedMediaTypeError,
     status_of,
 )
-from api.forward import session_target
-from core.errors import (
+from c2.api.forward import session_target
+from c2.core.errors import (
     AgentAuthRequiredError,
     BudgetExceededError,
     CapacityError,

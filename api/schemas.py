@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from core.protocol import (
+from c2.core.protocol import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
     AnswerPermissionOp,

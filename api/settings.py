@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.cluster.membership import DEFAULT_LEASE_SECONDS
-from core.home import sqlite_url
+from c2.core.cluster.membership import DEFAULT_LEASE_SECONDS
+from c2.core.home import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4599

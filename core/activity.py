@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from core.protocol import (
+from c2.core.protocol import (
     AwaitingInputState,
     FailedState,
     IdleState,

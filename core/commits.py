@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.activity import advance
-from core.live import LiveSession
-from core.protocol import (
+from c2.core.activity import advance
+from c2.core.live import LiveSession
+from c2.core.protocol import (
     AnsweredBy,
     Event,
     FailedState,
@@ -22,7 +22,7 @@ from core.protocol import (
     RunState,
     SessionActivityChanged,
 )
-from core.store.database import Store, UnitOfWork
+from c2.core.store.database import Store, UnitOfWork
 
 
 def record_resolution(

@@ -27,11 +27,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
-from core.errors import RequestIdReusedError, StoreUnavailableError
-from core.protocol import Op
-from core.store.cluster import ClusterRepository
-from core.store.database import Store, UnitOfWork
-from core.store.idempotency import PENDING
+from c2.core.errors import RequestIdReusedError, StoreUnavailableError
+from c2.core.protocol import Op
+from c2.core.store.cluster import ClusterRepository
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.idempotency import PENDING
 
 log = logging.getLogger(__name__)
 CLAIM_POLL_SECONDS = 0.05

@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from core.acp_sessions import adopt, agent_failure, open_new
-from core.agents.updates import AgentError
-from core.checkpoints import CheckpointService
-from core.errors import (
+from c2.core.acp_sessions import adopt, agent_failure, open_new
+from c2.core.agents.updates import AgentError
+from c2.core.checkpoints import CheckpointService
+from c2.core.errors import (
     DomainError,
     InvalidCwdError,
     ProviderUnavailableError,
@@ -20,13 +20,13 @@ from core.errors import (
     TurnAlreadyRunningError,
     TurnFailedError,
 )
-from core.live import LiveSession
-from core.live_agents import LiveAgents
-from core.mcp_servers import merge_mcp_servers, parse_mcp_servers
-from core.outcomes import (
+from c2.core.live import LiveSession
+from c2.core.live_agents import LiveAgents
+from c2.core.mcp_servers import merge_mcp_servers, parse_mcp_servers
+from c2.core.outcomes import (
     WorktreeDiscarded,
 )
-from core.protocol import (
+from c2.core.protocol import (
     DEFAULT_POLICY,
     NewSessionOp,
     SessionCreated,
@@ -35,13 +35,13 @@ from core.protocol import (
     WorktreeBase,
     provider_key,
 )
-from core.providers import ProviderRegistry
-from core.queue import FollowUpQueue
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
-from core.usage import UsageLedger
-from core.worktrees import (
+from c2.core.providers import ProviderRegistry
+from c2.core.queue import FollowUpQueue
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.usage import UsageLedger
+from c2.core.worktrees import (
     create_worktree_async,
     discard_worktree_async,
 )

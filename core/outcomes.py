@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.protocol import (
+from c2.core.protocol import (
     ConfigOption,
     ExecutionPolicy,
     TranscriptEntry,

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.port import LaunchSpec
-from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
-from core.mcp_servers import McpServer, parse_mcp_servers
-from core.protocol import (
+from c2.core.agents.port import LaunchSpec
+from c2.core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
+from c2.core.mcp_servers import McpServer, parse_mcp_servers
+from c2.core.protocol import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
     AuthMethodInfo,
@@ -132,7 +132,7 @@ def builtin_entries(home: Path) -> list[ProviderEntry]:
             # package (or core.py) cannot shadow c2's. PYTHONPATH then finds c2's `core`
             # whatever the cwd; its sessions survive restarts (session/load) by living under
             # the home directory.
-            args=("-P", "-m", "core.agents.demo_agent"),
+            args=("-P", "-m", "c2.core.agents.demo_agent"),
             env={"PYTHONPATH": python_path, "DEMO_AGENT_STATE_DIR": str(home / "demo-agent")},
         ),
     ]

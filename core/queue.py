@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from core.activity import LiveTurn, is_busy
-from core.errors import DomainError, QueueItemNotFoundError
-from core.outcomes import PromptAccepted
-from core.protocol import (
+from c2.core.activity import LiveTurn, is_busy
+from c2.core.errors import DomainError, QueueItemNotFoundError
+from c2.core.outcomes import PromptAccepted
+from c2.core.protocol import (
     PROTOCOL_DOC,
     EditQueuedOp,
     Event,
@@ -36,14 +36,14 @@ from core.protocol import (
     StopReason,
     TurnEnded,
 )
-from core.session import utcnow
-from core.store.database import ReadUnit, Store, UnitOfWork
-from core.store.queue import QueueRepository, StoredItem
-from core.supervisor import Supervisor
+from c2.core.session import utcnow
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.queue import QueueRepository, StoredItem
+from c2.core.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from core.live import LiveSession
-    from core.live_agents import LiveAgents
+    from c2.core.live import LiveSession
+    from c2.core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]

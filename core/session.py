@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from core.mcp_servers import McpServer
-from core.protocol import (
+from c2.core.mcp_servers import McpServer
+from c2.core.protocol import (
     DEFAULT_POLICY,
     ConfigOption,
     ContextWindow,

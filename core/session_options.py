@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from core.acp_sessions import (
+from c2.core.acp_sessions import (
     apply_mode,
     apply_model,
     effective_models,
@@ -15,24 +15,24 @@ from core.acp_sessions import (
     model_option,
     state_events,
 )
-from core.agents.updates import AgentError
-from core.errors import (
+from c2.core.agents.updates import AgentError
+from c2.core.errors import (
     DomainError,
     OperationFailedError,
     SessionNotFoundError,
     UnknownModeError,
     UnknownModelError,
 )
-from core.live import LiveSession
-from core.live_agents import LiveAgents
-from core.outcomes import (
+from c2.core.live import LiveSession
+from c2.core.live_agents import LiveAgents
+from c2.core.outcomes import (
     ConfigResult,
     ModelResult,
     ModeResult,
     PolicyResult,
 )
-from core.permissions import is_stricter
-from core.protocol import (
+from c2.core.permissions import is_stricter
+from c2.core.protocol import (
     ExecutionPolicy,
     ExecutionPolicyChanged,
     PermissionMode,
@@ -41,9 +41,9 @@ from core.protocol import (
     SetModelOp,
     SetModeOp,
 )
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from api.authn import ServicesDep, current_device
-from api.schemas import InstanceList, InstanceOut
-from api.scopes import needs
-from core.scopes import Scope
-from core.session import rfc3339
+from c2.api.authn import ServicesDep, current_device
+from c2.api.schemas import InstanceList, InstanceOut
+from c2.api.scopes import needs
+from c2.core.scopes import Scope
+from c2.core.session import rfc3339
 
 router = APIRouter(prefix="/v1", tags=["cluster"], dependencies=[Depends(current_device)])
 

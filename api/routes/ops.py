@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Request, Response
 from pydantic import TypeAdapter
 
-from api.authn import DeviceDep, ServicesDep
-from api.openapi import Responses
-from api.schemas import (
+from c2.api.authn import DeviceDep, ServicesDep
+from c2.api.openapi import Responses
+from c2.api.schemas import (
     AnswerBody,
     ConfigValueBody,
     CorrelatedBody,
@@ -30,9 +30,9 @@ from api.schemas import (
     SandboxBody,
     WireOp,
 )
-from api.scopes import PER_OP, needs
-from core.checkpoints import RewindResult
-from core.outcomes import (
+from c2.api.scopes import PER_OP, needs
+from c2.core.checkpoints import RewindResult
+from c2.core.outcomes import (
     AnswerResult,
     CancelResult,
     ConfigResult,
@@ -41,7 +41,7 @@ from core.outcomes import (
     PolicyResult,
     PromptAccepted,
 )
-from core.protocol import (
+from c2.core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     EditQueuedOp,
@@ -61,8 +61,8 @@ from core.protocol import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
-from core.queue import QueueView
-from core.scopes import Scope
+from c2.core.queue import QueueView
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["ops"])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

@@ -19,9 +19,9 @@ from typing import Any
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
-from core.agents.port import LaunchSpec, ProcessRegistry
-from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
-from core.agents.translate import (
+from c2.core.agents.port import LaunchSpec, ProcessRegistry
+from c2.core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
+from c2.core.agents.translate import (
     InvalidParams,
     UpdateTranslator,
     parse_auth_methods,
@@ -30,7 +30,7 @@ from core.agents.translate import (
     parse_turn_usage,
     session_info,
 )
-from core.agents.updates import (
+from c2.core.agents.updates import (
     AcpSessionInfo,
     AgentError,
     AgentHandler,
@@ -44,7 +44,7 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from c2.core.protocol import AuthMethodInfo, ConfigOption, StopReason
 
 __all__ = [
     "AcpSessionInfo",

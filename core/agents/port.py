@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.agents.updates import AcpSessionInfo, AgentHandler
-from core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from c2.core.agents.updates import AcpSessionInfo, AgentHandler
+from c2.core.protocol import AuthMethodInfo, ConfigOption, StopReason
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from core.agents.agent_input import project_agent_input
-from core.agents.updates import (
+from c2.core.agents.agent_input import project_agent_input
+from c2.core.agents.updates import (
     AcpSessionInfo,
     AgentUpdate,
     ConfigOptionsUpdate,
@@ -26,7 +26,7 @@ from core.agents.updates import (
     TurnUsage,
     UsageUpdate,
 )
-from core.protocol import (
+from c2.core.protocol import (
     AuthMethodInfo,
     ConfigChoice,
     ConfigOption,

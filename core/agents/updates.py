@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from core.protocol import (
+from c2.core.protocol import (
     AuthMethodInfo,
     ConfigOption,
     Cost,

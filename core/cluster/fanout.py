@@ -27,8 +27,8 @@ from functools import partial
 import psycopg
 from sqlalchemy.engine import make_url
 
-from core.store.database import ReadUnit, Store
-from core.store.events import CommittedEvent
+from c2.core.store.database import ReadUnit, Store
+from c2.core.store.events import CommittedEvent
 
 log = logging.getLogger(__name__)
 Deliver = Callable[[list[CommittedEvent]], None]

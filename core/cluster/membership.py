@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.store.cluster import ClusterRepository, Instance
-from core.store.database import Store, UnitOfWork
+from c2.core.store.cluster import ClusterRepository, Instance
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 ID_FILE = "instance-id"

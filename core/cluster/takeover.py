@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 
-from core.protocol import SessionActivityChanged
-from core.queue import FollowUpQueue
-from core.store.cluster import ClusterRepository
-from core.store.database import Store, UnitOfWork
+from c2.core.protocol import SessionActivityChanged
+from c2.core.queue import FollowUpQueue
+from c2.core.store.cluster import ClusterRepository
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from core.devices import Device as Device  # re-exported: defined in core, mapped here
-from core.scopes import Scope, parse_scopes, scopes_text
-from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
+from c2.core.devices import Device as Device  # re-exported: defined in core, mapped here
+from c2.core.scopes import Scope, parse_scopes, scopes_text
+from c2.core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
 _TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]

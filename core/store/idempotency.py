@@ -14,8 +14,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from core.session import utcnow
-from core.store.tables import IdempotencyRow
+from c2.core.session import utcnow
+from c2.core.store.tables import IdempotencyRow
 
 _IDEM = IdempotencyRow.__table__  # type: ignore[attr-defined]
 RETENTION = timedelta(hours=24)

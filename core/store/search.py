@@ -25,8 +25,8 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
-from core.search.tokens import tokenize
+from c2.core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from c2.core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which
 # bounds a document's tsvector (PostgreSQL positions stop at 16383) and a snippet's work.

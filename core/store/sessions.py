@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, insert, select, update
 
-from core.mcp_servers import dump_mcp_servers, parse_mcp_servers
-from core.protocol import (
+from c2.core.mcp_servers import dump_mcp_servers, parse_mcp_servers
+from c2.core.protocol import (
     ConfigOption,
     ContextWindow,
     ExecutionPolicy,
@@ -25,9 +25,9 @@ from core.protocol import (
     SessionActivity,
     WorktreeBaseline,
 )
-from core.session import SessionRecord
-from core.store.search import SearchWriter
-from core.store.tables import SessionRow
+from c2.core.session import SessionRecord
+from c2.core.store.search import SearchWriter
+from c2.core.store.tables import SessionRow
 
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 _CONFIG_OPTIONS = TypeAdapter(list[ConfigOption])

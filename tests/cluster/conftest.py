@@ -66,7 +66,7 @@ def pair(tmp_path: Path, cluster_url: str) -> Iterator[Pair]:
 def pair_device(server: C2Process, name: str) -> tuple[str, str]:
     """A further device paired through `server`'s home: (device id, bearer)."""
     out = subprocess.run(
-        [sys.executable, "-m", "api.cli", "pair", "--name", name, "--home", str(server.home)],
+        [sys.executable, "-m", "c2.api.cli", "pair", "--name", name, "--home", str(server.home)],
         cwd=REPO,
         env=server._env(),
         capture_output=True,

@@ -31,7 +31,7 @@ def _serve(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     full = {k: v for k, v in os.environ.items() if k not in ("C2_DATABASE_URL", "C2_CLUSTER")}
     full.update(PYTHONPATH=str(REPO), **env)
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve", "--home", str(home), "--port", "0", *args],
+        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home), "--port", "0", *args],
         cwd=REPO,
         env=full,
         capture_output=True,

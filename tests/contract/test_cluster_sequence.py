@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.protocol import ErrorEvent
-from core.store.database import Store, UnitOfWork
-from core.store.events import CommittedEvent
-from core.store.ownership import OwnershipError
+from c2.core.protocol import ErrorEvent
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.events import CommittedEvent
+from c2.core.store.ownership import OwnershipError
 from tests.contract.pg import PG_URL, pg_schema_url
 
 pytestmark = [

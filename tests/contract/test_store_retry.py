@@ -18,9 +18,9 @@ import anyio
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.protocol import AgentText, TextPart
-from core.store.database import Store, StoreUnavailableError, UnitOfWork, sqlite_url
-from core.store.events import CommittedEvent
+from c2.core.protocol import AgentText, TextPart
+from c2.core.store.database import Store, StoreUnavailableError, UnitOfWork, sqlite_url
+from c2.core.store.events import CommittedEvent
 from tests.contract.pg import PG_URL, STORES, database_url_for
 
 

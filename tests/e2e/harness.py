@@ -86,7 +86,7 @@ class C2Process:
             [
                 sys.executable,
                 "-m",
-                "api.cli",
+                "c2.api.cli",
                 "serve",
                 "--home",
                 str(self.home),
@@ -113,7 +113,7 @@ class C2Process:
                 [
                     sys.executable,
                     "-m",
-                    "api.cli",
+                    "c2.api.cli",
                     "pair",
                     "--name",
                     "tests",

@@ -8,7 +8,7 @@ from datetime import timedelta
 import anyio
 import httpx
 
-from core.protocol import ErrorEvent
+from c2.core.protocol import ErrorEvent
 from tests.conftest import LiveServer, ServerFactory, SSEClient
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from core.agents.agent_input import (
+from c2.core.agents.agent_input import (
     MAX_FIELD_CHARS,
     MAX_TOTAL_CHARS,
     normalise_name,
     project_agent_input,
 )
-from core.agents.translate import (
+from c2.core.agents.translate import (
     TOOL_MEMORY_LIMIT,
     InvalidParams,
     UpdateTranslator,
@@ -21,7 +21,7 @@ from core.agents.translate import (
     parse_models,
     parse_stop_reason,
 )
-from core.agents.updates import (
+from c2.core.agents.updates import (
     ConfigOptionsUpdate,
     PlanUpdate,
     TextChunk,
@@ -29,7 +29,7 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import StopReason
+from c2.core.protocol import StopReason
 
 
 def chunk(text: str, variant: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:

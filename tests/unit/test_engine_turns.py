@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.agents.updates import AgentError
-from core.errors import (
+from c2.core.agents.updates import AgentError
+from c2.core.errors import (
     CapacityError,
     OperationFailedError,
     PermissionNotPendingError,
@@ -18,8 +18,8 @@ from core.errors import (
     TurnAlreadyRunningError,
     UnknownModelError,
 )
-from core.outcomes import PromptAccepted
-from core.protocol import (
+from c2.core.outcomes import PromptAccepted
+from c2.core.protocol import (
     AnswerPermissionOp,
     CancelOp,
     ModeChoice,

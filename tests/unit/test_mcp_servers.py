@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from api.errors import status_of
-from core.mcp_servers import (
+from c2.api.errors import status_of
+from c2.core.mcp_servers import (
     InvalidMcpServerError,
     McpUnsupportedError,
     merge_mcp_servers,

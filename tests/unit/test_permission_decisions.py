@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.permissions import Decision, automatic_answer, decide
-from core.protocol import (
+from c2.core.permissions import Decision, automatic_answer, decide
+from c2.core.protocol import (
     AnswerPermissionOp,
     ExecutionPolicy,
     PermissionMode,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from core.notify.payloads import event_kind, push_topic, webhook_body
-from core.notify.webhooks import (
+from c2.core.notify.payloads import event_kind, push_topic, webhook_body
+from c2.core.notify.webhooks import (
     InvalidWebhookUrlError,
     UnknownEventError,
     check_events,
@@ -17,7 +17,7 @@ from core.notify.webhooks import (
     retry_delay,
     sign,
 )
-from core.protocol import PermissionRequest, TurnEnded
+from c2.core.protocol import PermissionRequest, TurnEnded
 
 
 def test_signature_is_hmac_sha256_of_timestamp_dot_body():
