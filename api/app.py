@@ -15,6 +15,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from c2.api.authn import single_valued_query
 from c2.api.error_handlers import install_error_handlers
+from c2.api.forward import ClusterForwarder
 from c2.api.guard import RequestGuard
 from c2.api.hosts import HostAllowlist
 from c2.api.media import json_body
@@ -23,6 +24,7 @@ from c2.api.routes import (
     auth,
     catalog,
     checkpoints,
+    cluster,
     events,
     health,
     ops,
@@ -92,6 +94,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         search.router,
         webhooks.router,
         push.router,
+        cluster.router,
     )
     for router in (*routers, events.router):
         app.include_router(router)
@@ -100,6 +103,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
     install_docs(app)
     app.include_router(web.router)  # the web client at / (api/routes/web.py)
     install_error_handlers(app)
+    # Inside the guard: a request is authenticated and its body bounded before it is relayed.
+    app.add_middleware(ClusterForwarder)
     app.add_middleware(RequestGuard, settings=settings)  # inside CORS: preflights pass
     if settings.allow_origins:
         app.add_middleware(

@@ -30,8 +30,9 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     from c2.api.app import create_app
     from c2.api.logs import LOG_DATE_FORMAT, LOG_FORMAT
-    from c2.api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
+    from c2.api.server import C2Server, build_server, cannot_listen, listen_socket
     from c2.api.services import StartupError, preflight
+    from c2.api.settings import url_host
     from c2.core.providers import ProviderConfigError, ProviderRegistry
 
     settings = Settings.build(
@@ -41,6 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
         allow_hosts=args.allow_host,
         allow_origins=args.allow_origin,
         vapid_subject=args.vapid_subject,
+        cluster=args.cluster,
+        advertise_url=args.advertise_url,
     )
     if settings.vapid_subject and not settings.vapid_subject.startswith(("mailto:", "https:")):
         return _fail("--vapid-subject must be a mailto: or https: URI", 2)
@@ -110,7 +113,7 @@ def _pair(args: argparse.Namespace) -> int:
 def _pair_url(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from c2.api.server import url_host
+    from c2.api.settings import url_host
     from c2.core.home import StartupError, mint_pairing_token
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
@@ -144,6 +147,10 @@ ENVIRONMENT = f"""environment:
   C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
   C2_VAPID_SUBJECT          Web Push VAPID `sub` when --vapid-subject is not given
   C2_WEBHOOK_BACKOFF_SCALE  multiplies webhook retry delays (default 1)
+  C2_CLUSTER                1: the same as --cluster
+  C2_ADVERTISE_URL          the URL cluster peers reach this instance at (--advertise-url)
+  C2_CLUSTER_LEASE_SECONDS  a member missing heartbeats this long is dead (default 15)
+  C2_CLUSTER_SECRET         instance-to-instance key (default: one kept in the database)
 """
 
 
@@ -197,6 +204,16 @@ def parser() -> argparse.ArgumentParser:
         "--vapid-subject",
         metavar="URI",
         help="Web Push VAPID subject, a mailto: or https: URI (default mailto: of this host)",
+    )
+    serve.add_argument(
+        "--cluster",
+        action="store_true",
+        help="join the other instances on this PostgreSQL database (see docs/deployment.md)",
+    )
+    serve.add_argument(
+        "--advertise-url",
+        metavar="URL",
+        help="the URL cluster peers reach this instance at (default http://HOST:PORT)",
     )
     serve.set_defaults(run=_serve)
 

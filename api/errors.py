@@ -44,6 +44,7 @@ from c2.core.errors import (
     NoSuchTurnError,
     OperationFailedError,
     OutsideChangesError,
+    OwnerUnavailableError,
     PermissionNotPendingError,
     ProviderUnavailableError,
     PushSubscriptionNotFoundError,
@@ -74,6 +75,7 @@ STATUS: dict[type[DomainError], int] = {
     DomainError: 400,
     SessionNotFoundError: 404,
     SessionUnavailableError: 409,
+    OwnerUnavailableError: 409,
     InvalidCwdError: 422,
     CapacityError: 503,
     TurnAlreadyRunningError: 409,
@@ -212,6 +214,14 @@ class ShuttingDownError(HttpProblem):
     code = "shutting_down"
     status = 503
     title = "Server is shutting down"
+
+
+class OwnerUnreachableError(HttpProblem):
+    """A cluster member owns the session but did not answer the relayed request (issue 18)."""
+
+    code = "owner_unreachable"
+    status = 503
+    title = "The session's instance did not answer"
 
 
 class NotReadyError(HttpProblem):

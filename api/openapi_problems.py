@@ -23,6 +23,7 @@ from c2.api.errors import (
     InternalError,
     InvalidHostError,
     NotReadyError,
+    OwnerUnreachableError,
     PayloadTooLargeError,
     Problem,
     RequestInvalidError,
@@ -31,6 +32,7 @@ from c2.api.errors import (
     UnsupportedMediaTypeError,
     status_of,
 )
+from c2.api.forward import session_target
 from c2.core.errors import (
     AgentAuthRequiredError,
     BudgetExceededError,
@@ -55,6 +57,7 @@ from c2.core.errors import (
     NoSuchTurnError,
     OperationFailedError,
     OutsideChangesError,
+    OwnerUnavailableError,
     PermissionNotPendingError,
     ProviderUnavailableError,
     PushSubscriptionNotFoundError,
@@ -81,6 +84,8 @@ _REF = "#/components/schemas/"
 SUBMIT_OP = "submitOp"
 
 _SETTINGS = (SessionNotFoundError, OperationFailedError)
+# Marks an operation that a cluster member relays to the session's owner (api/forward.py).
+RELAYED = "x-c2-relayed-to-owner"
 # The errors of each operation's own work (its core call), by operationId.
 OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "healthz": (),
@@ -91,6 +96,8 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "listDevices": (),
     "revokeDevice": (DeviceNotFoundError,),
     "streamEvents": (SessionNotFoundError, TooManyStreamsError, InvalidTicketError),
+    # cluster (issue 18)
+    "listInstances": (),
     # ops (the dispatcher adds its own; submitOp answers all of them)
     SUBMIT_OP: (),
     "createSession": (
@@ -243,6 +250,8 @@ def operation_problems(
         own.append(UnsupportedMediaTypeError)
     if op_id in op_ids or op_id == SUBMIT_OP:
         own += _DISPATCHED
+    if operation.get(RELAYED):
+        own += (OwnerUnreachableError, OwnerUnavailableError)
     by_status: dict[str, list[ProblemClass]] = {}
     for cls in own:
         listed = by_status.setdefault(str(status_of(cls)), [])
@@ -299,8 +308,10 @@ def apply(doc: dict[str, Any], op_ids: set[str], frame_members: dict[str, Any]) 
     """Replace every operation's problem responses with the ones derived from the table."""
     schemas = doc["components"]["schemas"]
     for path, item in doc["paths"].items():
-        for operation in item.values():
+        for method, operation in item.items():
             op_id = operation["operationId"]
+            if op_id == SUBMIT_OP or session_target(method.upper(), path) is not None:
+                operation[RELAYED] = True  # a cluster relays it to the session's owner
             responses = operation["responses"]
             for status in [s for s in responses if s[:1] in ("4", "5")]:
                 del responses[status]

@@ -282,3 +282,18 @@ class SessionList(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class InstanceOut(BaseModel):
+    """A live cluster member (issue 18); times are the database's clock."""
+
+    id: str
+    url: str
+    started_at: Timestamp
+    heartbeat_at: Timestamp
+    lease_expires_at: Timestamp
+
+
+class InstanceList(BaseModel):
+    kind: Literal["instances"] = "instances"
+    instances: list[InstanceOut]

@@ -29,7 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from c2.api.logs import install_log_filters, uvicorn_log_config
 from c2.api.routes.events import UnfinishedStreamFilter
 from c2.api.services import Services
-from c2.api.settings import Settings
+from c2.api.settings import Settings, url_host
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; a bearer needs well under 1 KiB
@@ -184,15 +184,6 @@ def build_server(
     if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
         error_log.addFilter(UnfinishedStreamFilter())
     return C2Server(config, app, on_started)
-
-
-def url_host(host: str) -> str:
-    """A host usable in a URL: wildcard binds become loopback, IPv6 gets brackets."""
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

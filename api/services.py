@@ -16,9 +16,13 @@ from datetime import timedelta
 from typing import Any
 
 from c2.api.dispatch import OpDispatcher
-from c2.api.settings import Settings
+from c2.api.settings import Settings, url_host
 from c2.core.bus import EventBus
+from c2.core.cluster.membership import ClusterConfig, home_instance_id
+from c2.core.cluster.takeover import adopt as adopt_session
+from c2.core.cluster.takeover import take_over_expired
 from c2.core.engine import Engine
+from c2.core.errors import OwnerUnavailableError
 from c2.core.home import HomeLock, StartupError
 from c2.core.home import preflight as check_home
 from c2.core.runtime import Runtime
@@ -37,7 +41,21 @@ def default_engine(store: Any, _bus: EventBus, settings: Settings) -> Engine:
 
 def preflight(settings: Settings) -> HomeLock:
     """The start-up checks of `c2 serve` (core/home.py); returns the home claim."""
-    return check_home(settings.home, settings.database_url)
+    return check_home(settings.home, settings.database_url, cluster=settings.cluster)
+
+
+def cluster_config(settings: Settings) -> ClusterConfig | None:
+    """How this server joins its cluster (None: not clustered). The advertised URL defaults
+    to the listen address; the id is the home's."""
+    if not settings.cluster:
+        return None
+    url = settings.advertise_url or f"http://{url_host(settings.host)}:{settings.port}"
+    return ClusterConfig(
+        instance_id=home_instance_id(settings.home),
+        url=url,
+        lease_seconds=settings.cluster_lease_seconds,
+        secret=settings.cluster_secret or None,
+    )
 
 
 class Services:
@@ -53,7 +71,9 @@ class Services:
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
             webhook_backoff_scale=settings.webhook_backoff_scale,
             vapid_subject=settings.vapid_subject,
+            cluster=cluster_config(settings),
         )
+        self.membership = self.core.membership
         self.store = self.core.store
         self.bus = self.core.bus
         self.engine = self.core.engine
@@ -95,6 +115,34 @@ class Services:
         await self.drain()
         await self.core.close()
 
+    async def owner_url(self, session_id: str, *, adopt: bool = True) -> str | None:
+        """Where a request acting on `session_id` must go: the URL of the live member that
+        owns it when that is not this one, else None (serve it here: ours, unowned or
+        unknown). A session whose owner is gone is adopted here first (core/cluster/
+        takeover.py), or refused with `owner_unavailable` when it has a worktree."""
+        membership = self.membership
+        if membership is None:
+            return None
+        record = await self.engine.record_of(session_id)
+        if record is None or record.owner is None or record.owner == membership.id:
+            return None
+        for member in await membership.members():
+            if member.id == record.owner:
+                return member.url
+        if record.worktree_path is not None:
+            raise OwnerUnavailableError(
+                f"the instance {record.owner} that owns this worktree session is gone; the "
+                "worktree lives on its disk, so only that instance can run it again",
+                session=session_id,
+            )
+        if await adopt_session(self.store, session_id, record.owner) or not adopt:
+            return None
+        return await self.owner_url(session_id, adopt=False)  # another member adopted it
+
+    async def take_over_expired(self) -> None:
+        """Take over the sessions of members whose lease expired (core/cluster/)."""
+        await take_over_expired(self.store, self.engine.queue)
+
     async def is_ready(self) -> bool:
         """Migrations ran, the store answers and can commit, and the server is not shutting
         down."""
@@ -119,13 +167,54 @@ class Services:
                 ),
                 name="c2-last-seen",
             )
-            group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
             group.create_task(self.push.run(), name="c2-push")
+            if self.membership is None:
+                group.create_task(self.core.webhook_dispatcher.run(), name="c2-webhooks")
+            else:
+                interval = self.membership.heartbeat_interval
+                group.create_task(self.membership.run(), name="c2-cluster-heartbeat")
+                group.create_task(
+                    _every(interval, self.take_over_expired, delay=interval),
+                    name="c2-cluster-takeover",
+                )
+                group.create_task(self._lead(interval), name="c2-cluster-lead")
+
+    async def _lead(self, interval: float) -> None:
+        """Run the webhook dispatcher while this member is the cluster's leader (the oldest
+        live member): one member sends the shared outbox's deliveries."""
+        dispatcher: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    leading = await self.is_leader()
+                except Exception as exc:
+                    log.warning("could not read the cluster's members: %s", exc)
+                    leading = dispatcher is not None  # keep what we were doing
+                if leading and dispatcher is None:
+                    log.info("leading the cluster: sending webhook deliveries")
+                    dispatcher = asyncio.create_task(
+                        self.core.webhook_dispatcher.run(), name="c2-webhooks"
+                    )
+                elif not leading and dispatcher is not None:
+                    dispatcher.cancel()
+                    dispatcher = None
+                await asyncio.sleep(interval)
+        finally:
+            if dispatcher is not None:
+                dispatcher.cancel()
+
+    async def is_leader(self) -> bool:
+        """Not clustered, or the oldest live member: it runs retention and webhook sends."""
+        if self.membership is None:
+            return True
+        members = await self.membership.members()
+        return bool(members) and members[0].id == self.membership.id
 
     async def sweep(self) -> None:
         """Prune events and delivered webhook deliveries past retention, idempotency records
-        past 24 h, dead tokens/tickets."""
-        await self.core.sweep(timedelta(days=self.settings.event_retention_days))
+        past 24 h, dead tokens/tickets (in a cluster: the leader only)."""
+        if await self.is_leader():
+            await self.core.sweep(timedelta(days=self.settings.event_retention_days))
 
 
 async def _every(interval: float, job: Callable[[], Awaitable[object]], *, delay: float) -> None:

@@ -11,11 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from c2.core.cluster.membership import DEFAULT_LEASE_SECONDS
 from c2.core.home import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4599
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,11 @@ class Settings:
     # -- notifications (issue 15) --
     webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
     vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
+    # -- scale-out (issue 18) --
+    cluster: bool = False  # --cluster / C2_CLUSTER=1: a member of a cluster on PostgreSQL
+    advertise_url: str = ""  # how peers reach this instance; empty: http://<host>:<port>
+    cluster_lease_seconds: float = DEFAULT_LEASE_SECONDS
+    cluster_secret: str = ""  # C2_CLUSTER_SECRET; empty: the key stored in the database
 
     @property
     def database_in_home(self) -> bool:
@@ -65,6 +72,8 @@ class Settings:
         allow_hosts: Sequence[str] = (),
         allow_origins: Sequence[str] = (),
         vapid_subject: str | None = None,
+        cluster: bool = False,
+        advertise_url: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Settings:
         """Settings from CLI values, falling back to `env` (the process environment)."""
@@ -77,6 +86,7 @@ class Settings:
         max_streams = env.get("C2_MAX_STREAMS_PER_DEVICE")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
         backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
+        lease = env.get("C2_CLUSTER_LEASE_SECONDS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -96,6 +106,10 @@ class Settings:
             store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
             webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
             vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
+            cluster=cluster or env.get("C2_CLUSTER", "").strip().lower() in _TRUE,
+            advertise_url=(advertise_url or env.get("C2_ADVERTISE_URL", "")).rstrip("/"),
+            cluster_lease_seconds=max(0.5, float(lease)) if lease else DEFAULT_LEASE_SECONDS,
+            cluster_secret=env.get("C2_CLUSTER_SECRET", ""),
         )
 
 
@@ -106,3 +120,12 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     if env.get("C2_HOME"):
         return Path(env["C2_HOME"]).expanduser().resolve()
     return (Path.home() / ".c2").resolve()
+
+
+def url_host(host: str) -> str:
+    """A host usable in a URL: wildcard binds become loopback, IPv6 gets brackets."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host

@@ -28,6 +28,7 @@ from c2.core.errors import (
 )
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import utcnow
+from c2.core.store.cluster import notify_members
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.devices import DeviceRepository
 
@@ -35,6 +36,7 @@ DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
 BEARER_CACHE_SECONDS = 10.0
 MAX_KNOWN_BEARERS = 4096  # bearers remembered as verified (they pass the failure limiter)
+REVOKED = "revoke"  # the cluster control message naming a revoked device (core/cluster/)
 
 
 def new_secret() -> str:
@@ -267,15 +269,28 @@ class DeviceAuth:
 
     async def revoke(self, device_id: str) -> None:
         """Delete the device: its bearer and unredeemed tickets stop working, its streams end."""
-        existed = await self._store.write(lambda uow: DeviceRepository(uow.conn).delete(device_id))
+        clustered = self._store.cluster
+
+        def delete(uow: UnitOfWork) -> bool:
+            existed = DeviceRepository(uow.conn).delete(device_id)
+            if existed and clustered:  # every member forgets it too, once this commits
+                notify_members(uow.conn, f"{REVOKED} {device_id}")
+            return existed
+
+        existed = await self._store.write(delete)
+        self.forget_device(device_id)
+        if not existed:
+            raise DeviceNotFoundError(f"no device {device_id}")
+
+    def forget_device(self, device_id: str) -> None:
+        """Drop what this process remembers of a revoked device and end its streams (here
+        after a revocation, and on every cluster member when one revokes it)."""
         for key in [k for k, (dev, _) in self._cache.items() if dev.id == device_id]:
             del self._cache[key]
         for key in [k for k, owner in self._known.items() if owner == device_id]:
             del self._known[key]
         self._seen.pop(device_id, None)
         self._bus.close_device(device_id)
-        if not existed:
-            raise DeviceNotFoundError(f"no device {device_id}")
 
     # -- housekeeping --------------------------------------------------------------------------
 

@@ -155,8 +155,11 @@ class Engine:
         after a restart also drops its stale running indicator (protocol: Durable activity).
         """
 
+        # A cluster member recovers only its own sessions (its peers' turns are running).
+        owners = None if self.store.instance_id is None else [self.store.instance_id]
+
         def recover(uow: UnitOfWork) -> int:
-            changed = uow.sessions.interrupt_in_flight()
+            changed = uow.sessions.interrupt_in_flight(owners)
             for rec in changed:
                 uow.emit(SessionActivityChanged(session=rec.id, activity=rec.activity))
             return len(changed)
@@ -165,7 +168,7 @@ class Engine:
         recovered = await self.store.write(recover)
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
-        await self.queue.interrupted()  # issue 14: queues wait for a client after a restart
+        await self.queue.interrupted(owners)  # issue 14: queues wait for a client after a restart
 
     async def shutdown(self) -> None:
         """End turns (terminal error, never turn_ended), then close every agent."""
@@ -237,6 +240,10 @@ class Engine:
             raise
         except Exception as exc:
             raise StoreUnavailableError(f"couldn't read sessions: {exc}") from exc
+
+    async def record_of(self, session_id: str) -> SessionRecord | None:
+        """`session_id`'s stored record (its owner, its worktree), None when unknown."""
+        return await self._read(lambda r: r.sessions.get(session_id))
 
     async def list_sessions(self) -> list[SessionSnapshot]:
         records = await self._read(lambda r: r.sessions.list_active())

@@ -55,6 +55,13 @@ class DomainError(Exception):
 # -- sessions ----------------------------------------------------------------------------------
 
 
+class OwnerUnavailableError(DomainError):
+    """A worktree session's cluster member is gone: its checkout lives there (issue 18)."""
+
+    code = "owner_unavailable"
+    title = "The session's instance is gone"
+
+
 class SessionNotFoundError(DomainError):
     code = "no_such_session"
     title = "No such session"

@@ -109,6 +109,7 @@ class ForkService:
             policy=parent.policy,
             mcp_servers=parent.mcp_servers,
             forked_from=lineage,
+            owner=self._store.instance_id,
         )
         created: CreatedWorktree | None = None
         live: LiveSession | None = None

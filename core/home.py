@@ -62,13 +62,17 @@ def open_home(home: Path, *, create_database: bool) -> HomeLock:
         raise StartupError(f"cannot use home {home}: {exc.strerror or exc}") from None
 
 
-def preflight(home: Path, database_url: str) -> HomeLock:
+def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLock:
     """Everything `c2 serve` must be able to do before it listens, checked with one-line
     errors: the home is writable and not served by another c2, the database opens, is not
-    owned by another c2 and migrates. Returns the home claim, held for the process's life
-    (the server's own start re-enters it)."""
+    owned by another c2 (a `cluster` member: not by a plain one) and migrates. Returns the
+    home claim, held for the process's life (the server's own start re-enters it)."""
+    if cluster and database_url.startswith("sqlite"):
+        raise StartupError(
+            "--cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"
+        )
     claim = open_home(home, create_database=database_url == sqlite_url(home))
-    store = Store(database_url, exclusive=True)
+    store = Store(database_url, exclusive=True, cluster=cluster)
     try:
         store.start()
         store.migrate()

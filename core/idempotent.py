@@ -4,6 +4,13 @@ request_id is refused (`request_id_reused`).
 
 Retries of one key are serialised (a keyed lock), so a retry racing its original waits for it
 and replays its reply. What a reply is (its status and body bytes) is the caller's business.
+
+In a cluster (issue 18) a duplicate may reach another member: the key is claimed in the
+database before the op runs (a PENDING record naming this process), so a duplicate anywhere
+finds the claim and waits for the outcome, then replays it. A claim whose claimant is gone
+(its member's lease expired, or it was this member before a restart) is taken over and the
+op runs again: as before, an op whose server died between its effect and its record may run
+twice.
 """
 
 from __future__ import annotations
@@ -13,15 +20,23 @@ import hashlib
 import hmac
 import json
 import logging
+import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 
-from c2.core.errors import RequestIdReusedError
+from c2.core.errors import RequestIdReusedError, StoreUnavailableError
 from c2.core.protocol import Op
-from c2.core.store.database import Store
+from c2.core.store.cluster import ClusterRepository
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.idempotency import PENDING
 
 log = logging.getLogger(__name__)
+CLAIM_POLL_SECONDS = 0.05
+# A duplicate waits this long for the first request's outcome, then gets a 503 to retry.
+CLAIM_WAIT_SECONDS = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +85,9 @@ class IdempotentOps:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._locks = KeyedLocks()
+        # This process as a claimant: its member id and a token of its own (a restart under
+        # the same id is another claimant).
+        self._claimant = f"{store.instance_id or '-'} {uuid.uuid4().hex}"
 
     async def once(
         self,
@@ -83,7 +101,11 @@ class IdempotentOps:
         retry may turn into a success. Raises RequestIdReusedError for a different body."""
         fingerprint = op_fingerprint(op, request_id)
         async with self._locks.hold((device_id, request_id)):
+            if self._store.cluster:
+                return await self._once_claimed(device_id, request_id, fingerprint, perform)
             record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
+            if record is not None and record.status == PENDING:
+                record = None  # a claim left by a cluster member: the database is ours now
             if record is not None:
                 if not hmac.compare_digest(record.op_hash, fingerprint):
                     raise RequestIdReusedError(
@@ -101,3 +123,80 @@ class IdempotentOps:
                 except Exception:
                     log.exception("could not record the outcome of request %s", request_id)
             return reply, False
+
+    async def _once_claimed(
+        self,
+        device_id: str,
+        request_id: str,
+        fingerprint: str,
+        perform: Callable[[], Awaitable[Reply]],
+    ) -> tuple[Reply, bool]:
+        """`once` across cluster members: claim the key in the database, or wait for the
+        claimant's outcome."""
+        me = self._claimant
+        deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+        while True:
+            record = await self._store.write(
+                lambda uow: uow.idempotency.claim(device_id, request_id, fingerprint, me)
+            )
+            if record is None:
+                break  # ours: run it
+            if not hmac.compare_digest(record.op_hash, fingerprint):
+                raise RequestIdReusedError(
+                    f"request_id {request_id!r} was already used with a different body"
+                )
+            if record.status != PENDING:
+                return Reply(record.status, record.body_json), True
+            stale = record.claimant or ""
+            if await self._gone(stale):
+                took = await self._store.write(
+                    partial(_take_over, device_id, request_id, stale, me)
+                )
+                if took:
+                    break
+                continue
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(
+                    f"request {request_id!r} is still running on another instance; retry later",
+                    retry_after=1,
+                )
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
+        try:
+            reply = await perform()
+        except BaseException:
+            await self._release(device_id, request_id)
+            raise
+        if reply.status >= 500:
+            await self._release(device_id, request_id)
+            return reply, False
+        try:
+            await self._store.write(
+                lambda uow: uow.idempotency.complete(
+                    device_id, request_id, me, reply.status, reply.body
+                ),
+                patient=True,  # a duplicate waits for it
+            )
+        except Exception:
+            log.exception("could not record the outcome of request %s", request_id)
+        return reply, False
+
+    async def _gone(self, claimant: str) -> bool:
+        """Whether the process that claimed a key can no longer complete it."""
+        instance, _, _token = claimant.partition(" ")
+        if claimant == self._claimant:
+            return False
+        if instance == self._store.instance_id:
+            return True  # this member before a restart
+        return not await self._store.read(lambda r: ClusterRepository(r.conn).is_live(instance))
+
+    async def _release(self, device_id: str, request_id: str) -> None:
+        try:
+            await self._store.write(
+                lambda uow: uow.idempotency.release(device_id, request_id, self._claimant)
+            )
+        except Exception:
+            log.exception("could not release the claim of request %s", request_id)
+
+
+def _take_over(device_id: str, request_id: str, stale: str, me: str, uow: UnitOfWork) -> bool:
+    return uow.idempotency.take_over(device_id, request_id, stale, me)

@@ -97,6 +97,7 @@ class SessionLifecycle:
             project_path=source,
             policy=op.initial_policy or DEFAULT_POLICY,
             mcp_servers=merge_mcp_servers(entry.mcp_servers, requested),
+            owner=self._store.instance_id,
         )
         created = None
         if op.use_worktree:

@@ -13,7 +13,7 @@ import logging
 
 from c2.core.agents.reaper import boot_id, end_orphaned_group, read_stat
 from c2.core.store.agent_processes import AgentProcessRecord
-from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.database import Store
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ class AgentRecords:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._boot = boot_id()
+        self._instance = store.instance_id
         self._start_times: dict[int, int] = {}
 
     async def spawned(self, pid: int) -> None:
@@ -31,7 +32,9 @@ class AgentRecords:
         if stat is None:
             return  # already gone: nothing can outlive it unrecorded but its group, ended on exit
         self._start_times[pid] = stat.start_time
-        record = AgentProcessRecord(pid, stat.pgid, stat.start_time, self._boot)
+        record = AgentProcessRecord(
+            pid, stat.pgid, stat.start_time, self._boot, instance_id=self._instance
+        )
         await self._store.write(lambda uow: uow.agent_processes.add(record))
 
     async def gone(self, pid: int) -> None:
@@ -40,21 +43,19 @@ class AgentRecords:
             await self._store.write(lambda uow: uow.agent_processes.remove(pid, start_time))
 
 
-def clear(uow: UnitOfWork) -> None:
-    uow.agent_processes.clear()
-
-
 async def end_orphans(store: Store) -> int:
-    """End the agent groups a previous server left running, then clear every record."""
-
-    records = await store.read(lambda r: r.agent_processes.list())
+    """End the agent groups a previous server left running, then clear every record. A
+    cluster member ends and clears only the records of its own id (kept in its home), so a
+    member restarting ends its own old agents and never a peer's."""
+    instance = store.instance_id
+    records = await store.read(lambda r: r.agent_processes.list(instance))
     hit = 0
     for rec in records:
         hit += await asyncio.to_thread(
             end_orphaned_group, rec.pid, rec.pgid, rec.start_time, rec.boot_id
         )
     if records:
-        await store.write(clear)
+        await store.write(lambda uow: uow.agent_processes.clear(instance))
     if hit:
         log.warning(
             "ended %d process(es) left by agents of a previous c2 (%d group(s) recorded)",

@@ -602,6 +602,9 @@ class SessionSnapshot(BaseModel):
     forked_from: ForkedFrom | None = None
     # The session's worktree was discarded: `worktree_path` stays as provenance (issue 14).
     worktree_discarded: bool = False
+    # The cluster member whose agent and worktree serve the session (issue 18); null when
+    # the server is not clustered.
+    owner: str | None = None
     created_at: Timestamp
     updated_at: Timestamp
 

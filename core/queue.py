@@ -263,12 +263,16 @@ class FollowUpQueue:
         if turn.turn_id in self._queued_turns:
             self._tasks.spawn(self.pause(live.id, "permission"), name=f"queue-pause-{live.id}")
 
-    async def interrupted(self) -> None:
-        """At start-up: the turn that was running was interrupted; queues wait for a client."""
+    async def interrupted(self, owners: list[str] | None = None, *, unowned: bool = True) -> None:
+        """At start-up (or a peer's lease expiry): the turn that was running was interrupted;
+        queues wait for a client. `owners` (a cluster): only the sessions of these members
+        and (`unowned`) of none."""
 
         def write(uow: UnitOfWork) -> list[str]:
             repo = QueueRepository(uow.conn)
             waiting = repo.sessions_with_items()
+            if owners is not None:
+                waiting = [s for s in waiting if _owned_by(uow, s, owners, unowned)]
             for session in waiting:
                 if repo.paused(session) is None:
                     repo.pause(session, "interrupted", utcnow())
@@ -280,3 +284,10 @@ class FollowUpQueue:
     async def forget(self, session: str) -> None:
         self._waiting.discard(session)
         await self._store.write(lambda uow: QueueRepository(uow.conn).forget(session))
+
+
+def _owned_by(uow: UnitOfWork, session: str, owners: list[str], unowned: bool) -> bool:
+    record = uow.sessions.get(session)
+    if record is None:
+        return False
+    return record.owner in owners or (unowned and record.owner is None)

@@ -3,19 +3,23 @@ retry, with their start, readiness, housekeeping and close. api/services.py adds
 (op dispatch, draining) and owns nothing of the store itself.
 
 Start-up claims the home and the database (one owner each, core/store/ownership.py) before
-anything is migrated or recovered.
+anything is migrated or recovered. A cluster member (`cluster` given, issue 18) shares the
+database with its peers instead, and joins the cluster before the engine recovers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from c2.core.auth import DeviceAuth
+from c2.core.auth import REVOKED, DeviceAuth
 from c2.core.bus import EventBus
+from c2.core.cluster.fanout import LogFollower, PeerListener
+from c2.core.cluster.membership import ClusterConfig, Membership
 from c2.core.engine import Engine
 from c2.core.event_feed import EventFeed
 from c2.core.home import HomeLock, open_home, sqlite_url
@@ -46,11 +50,32 @@ class Runtime:
         pair_attempts_per_minute: int = 10,
         webhook_backoff_scale: float = 1.0,
         vapid_subject: str = "",
+        cluster: ClusterConfig | None = None,
     ) -> None:
         self.home = home
         self.database_url = database_url
         self.bus = EventBus()
-        self.store = Store(database_url, exclusive=True, retry_seconds=store_retry_seconds)
+        self.store = Store(
+            database_url,
+            exclusive=True,
+            cluster=cluster is not None,
+            instance_id=cluster.instance_id if cluster is not None else None,
+            retry_seconds=store_retry_seconds,
+        )
+        self.membership = Membership(self.store, cluster) if cluster is not None else None
+        # A cluster's events reach the bus through the follower, in order (core/cluster/).
+        self.follower: LogFollower | None = None
+        self.listener: PeerListener | None = None
+        if cluster is not None:
+            self.follower = LogFollower(self.store, self.bus.publish)
+            self.listener = PeerListener(
+                database_url,
+                instance_id=cluster.instance_id,
+                on_position=self.follower.notified,
+                on_control=self._control,
+                on_connected=self.follower.reread,
+            )
+        self._cluster_tasks: list[asyncio.Task[None]] = []
         self.engine = engine(self.store, self.bus)
         self.auth = DeviceAuth(
             self.store,
@@ -78,12 +103,33 @@ class Runtime:
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
         await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
+        if self.membership is not None:
+            await self._follow_cluster()
+            await self.membership.join()
         await self.engine.start()
+
+    async def _follow_cluster(self) -> None:
+        """LISTEN first, then read the log's head: every commit after it is notified."""
+        assert self.listener is not None and self.follower is not None
+        self._cluster_tasks.append(asyncio.create_task(self.listener.run(), name="c2-listen"))
+        await asyncio.wait_for(self.listener.ready.wait(), timeout=self.store.retry_seconds)
+        head = await self.store.read(lambda r: r.events.last_seq())
+        self.follower.begin(head)
+        self._cluster_tasks.append(asyncio.create_task(self.follower.run(), name="c2-follow"))
+
+    def _control(self, message: str) -> None:
+        """A cluster member's control message (core/cluster/fanout.py)."""
+        verb, _, argument = message.partition(" ")
+        if verb == REVOKED and argument:
+            self.auth.forget_device(argument)
 
     def _published(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after each commit): live streams, then the
         notifiers, which only look at the batch and wake up."""
-        self.bus.publish(events)
+        if self.follower is not None:
+            self.follower.local(events)
+        else:
+            self.bus.publish(events)
         self.webhook_dispatcher.notice(events)
         self.push.notice(events)
 
@@ -123,11 +169,19 @@ class Runtime:
     async def close(self) -> None:
         """Persist batched state, close the store, release the home (after the engine's
         shutdown and the streams' end)."""
+        for task in self._cluster_tasks:
+            task.cancel()
+        for task in self._cluster_tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._cluster_tasks.clear()
         if self._store_started:
             try:
                 await self.auth.flush_last_seen()
             except Exception:
                 log.exception("could not flush device last-seen times")
+            if self.membership is not None:
+                await self.membership.leave()
             await asyncio.to_thread(self.store.close)
             self._store_started = False
         if self._home is not None:

@@ -64,6 +64,7 @@ class SessionRecord:
     forked_from: ForkedFrom | None = None
     prime: bool = False
     archived: bool = False
+    owner: str | None = None  # the cluster member serving it (issue 18); None: not clustered
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
 
@@ -100,6 +101,7 @@ class SessionRecord:
             context_window=self.context_window,
             forked_from=self.forked_from,
             worktree_discarded=self.worktree_discarded,
+            owner=self.owner,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )

@@ -23,6 +23,7 @@ class AgentProcessRecord:
     start_time: int
     boot_id: str
     session_id: str | None = None
+    instance_id: str | None = None  # the cluster member that spawned it (issue 18)
 
 
 class AgentProcessRepository:
@@ -39,6 +40,7 @@ class AgentProcessRepository:
                 start_time=record.start_time,
                 boot_id=record.boot_id,
                 session_id=record.session_id,
+                instance_id=record.instance_id,
                 created_at=utcnow(),
             )
         )
@@ -49,12 +51,20 @@ class AgentProcessRepository:
             delete(_PROCS).where(_PROCS.c.pid == pid, _PROCS.c.start_time == start_time)
         )
 
-    def list(self) -> list[AgentProcessRecord]:
-        rows = self._conn.execute(select(_PROCS).order_by(_PROCS.c.pid)).all()
+    def list(self, instance_id: str | None = None) -> list[AgentProcessRecord]:
+        """Every record, or (a cluster member) only those `instance_id` spawned."""
+        query = select(_PROCS).order_by(_PROCS.c.pid)
+        if instance_id is not None:
+            query = query.where(_PROCS.c.instance_id == instance_id)
         return [
-            AgentProcessRecord(r.pid, r.pgid, r.start_time, r.boot_id, r.session_id) for r in rows
+            AgentProcessRecord(r.pid, r.pgid, r.start_time, r.boot_id, r.session_id, r.instance_id)
+            for r in self._conn.execute(query).all()
         ]
 
-    def clear(self) -> int:
-        result = self._conn.execute(delete(_PROCS))
+    def clear(self, instance_id: str | None = None) -> int:
+        """Forget every record, or (a cluster member) only its own."""
+        query = delete(_PROCS)
+        if instance_id is not None:
+            query = query.where(_PROCS.c.instance_id == instance_id)
+        result = self._conn.execute(query)
         return int(result.rowcount or 0)

@@ -3,6 +3,12 @@
 Every state change and the events it produced commit in one transaction on one writer thread,
 so the global event sequence is committed (and published) in strictly increasing order on
 SQLite and PostgreSQL alike. Reads run on a small pool of reader connections.
+
+A cluster member (`cluster=True`, PostgreSQL) shares the database with other writers: its
+writer numbers each batch's events under the sequence lock of core/store/events.py
+(`claim_sequences`) instead of its own counter, so the sequence stays strictly increasing in
+commit order across every instance. The single-writer path keeps its counter (no lock, no
+max() per batch).
 """
 
 from __future__ import annotations
@@ -28,7 +34,13 @@ from c2.core.notify.payloads import WEBHOOK_EVENTS
 from c2.core.protocol import Event
 from c2.core.store.agent_processes import AgentProcessRepository
 from c2.core.store.buffer import WriteBuffer
-from c2.core.store.events import CommittedEvent, EventLog, encode_event
+from c2.core.store.events import (
+    CommittedEvent,
+    EventLog,
+    claim_sequences,
+    encode_event,
+    notify_position,
+)
 from c2.core.store.faults import StoreUnavailableError, describe, is_transient
 from c2.core.store.idempotency import IdempotencyRepository
 from c2.core.store.ownership import claim_database, owner_label, reader_label
@@ -169,7 +181,8 @@ class Store:
     new connection with back-off, until it commits or its deadline passes; only then does it
     fail, with StoreUnavailableError naming the cause. Meanwhile `unavailable()` says why the
     store cannot commit (readiness). With `exclusive`, every writer connection first takes the
-    database's owner lock (PostgreSQL; see ownership.py).
+    database's owner lock (PostgreSQL; see ownership.py), in shared mode for a `cluster`
+    member.
     """
 
     def __init__(
@@ -178,11 +191,20 @@ class Store:
         *,
         readers: int = 4,
         exclusive: bool = False,
+        cluster: bool = False,
+        instance_id: str | None = None,
         retry_seconds: float = WRITE_RETRY_SECONDS,
     ) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "other"
+        if cluster and self.dialect == "sqlite":
+            raise ValueError("a cluster needs PostgreSQL: SQLite has one writer")
         self.exclusive = exclusive
+        # Other writers share the database: sequences are claimed per batch, under a lock.
+        self.cluster = cluster
+        # The cluster member this store writes for (core/cluster/): it owns the sessions it
+        # creates and the agents it spawns. None when not clustered.
+        self.instance_id = instance_id
         self.retry_seconds = retry_seconds
         self._writer_engine = _make_engine(url, writer=True)
         self._reader_engine = _make_engine(url, writer=False)
@@ -310,7 +332,7 @@ class Store:
                 cursor.execute(f"PRAGMA busy_timeout={SQLITE_WRITER_BUSY_MS}")
                 cursor.close()
             if self.exclusive:
-                claim_database(conn)
+                claim_database(conn, shared=self.cluster)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.invalidate()
@@ -354,8 +376,9 @@ class Store:
         committed or failed. Returns the writer's connection (None while it has none)."""
         pending = batch
         delay = RETRY_BACKOFF[0]
-        # A COMMIT whose outcome is unknown: its events and the counters it left.
-        unverified: tuple[int, int, dict[str, int]] | None = None
+        # A COMMIT whose outcome is unknown: its first seq, event payloads and the counters
+        # it left.
+        unverified: tuple[int, list[str], dict[str, int]] | None = None
         self._attempt_since = time.monotonic()
         try:
             while pending:
@@ -365,8 +388,9 @@ class Store:
                     if conn is None:
                         conn = self._connect()
                     if unverified is not None:
-                        first, count, attempted = unverified
-                        if self._landed(conn, first, count):
+                        first, payloads, attempted = unverified
+                        count = len(payloads)
+                        if self._landed(conn, first, payloads):
                             # The connection died after COMMIT reached the database.
                             self._part_seqs.update(attempted)
                             self._next_event_seq = first + count
@@ -381,11 +405,21 @@ class Store:
                             job.uow = UnitOfWork(conn, self._part_seqs, buffer)
                             ran.append(job.uow)
                             job.result = job.fn(job.uow)
-                        if self._next_event_seq is None:
-                            self._next_event_seq = EventLog(conn).last_seq() + 1
-                        seqs = buffer.flush(conn, self._next_event_seq)
+                        if not self.cluster:
+                            if self._next_event_seq is None:
+                                self._next_event_seq = EventLog(conn).last_seq() + 1
+                            first_seq = self._next_event_seq
+                        elif buffer.events:
+                            # Held until COMMIT: this batch's seqs are the next to commit.
+                            first_seq = claim_sequences(conn)
+                        else:
+                            first_seq = 0  # nothing to number: no lock
+                        seqs = buffer.flush(conn, first_seq)
+                        if self.cluster and seqs:
+                            notify_position(conn, self.instance_id or "", seqs[-1])
                         committing = True
-                    self._next_event_seq += len(seqs)
+                    if not self.cluster:
+                        self._next_event_seq = first_seq + len(seqs)
                 except Exception as exc:
                     # Nothing of the attempt is known committed: counters go back to what the
                     # database holds (the event counter is re-read on the next attempt).
@@ -407,7 +441,7 @@ class Store:
                         return conn
                     if committing and seqs:
                         # Without events there is nothing to look for: retried as not landed.
-                        unverified = (seqs[0], len(seqs), attempted)
+                        unverified = (seqs[0], [p for _, p in buffer.events], attempted)
                     pending = self._wait_out(pending, exc, unverified is not None, delay)
                     delay = min(delay * 2, RETRY_BACKOFF[1])
                     continue
@@ -475,10 +509,11 @@ class Store:
             log.warning("database writes recovered")
             self._failing = None
 
-    def _landed(self, conn: Connection, first: int, count: int) -> bool:
+    def _landed(self, conn: Connection, first: int, payloads: list[str]) -> bool:
         with conn.begin():
-            found = EventLog(conn).count_between(first, first + count - 1)
-        return found > 0
+            found = EventLog(conn).payloads_between(first, first + len(payloads) - 1)
+        # Another writer may have taken those seqs since (a cluster): only our own rows count.
+        return found == payloads
 
     def _fail(self, jobs: list[_Job[Any]], exc: BaseException) -> None:
         for job in jobs:

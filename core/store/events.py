@@ -2,6 +2,14 @@
 
 Payloads are stored as the exact wire JSON of the event so replay and live delivery send
 byte-identical frames and nothing is re-serialized per client.
+
+Sequences with several writers (a cluster, or `c2 pair` next to a server on PostgreSQL):
+`claim_sequences` takes a transaction-level advisory lock, then reads max(seq). The lock is
+held until the transaction ends, so the transactions that append events commit one at a time,
+in sequence order: an event is visible before the next sequence is even read, and a reader that
+saw seq N can never later find a committed event below N. PostgreSQL makes a transaction
+visible before it releases its locks, and the writer runs READ COMMITTED, so the max() (its
+own statement, after the lock) sees the previous holder's rows.
 """
 
 from __future__ import annotations
@@ -9,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import Connection, delete, func, insert, select, text
 
 from c2.core.protocol import Event
 from c2.core.session import utcnow
@@ -18,6 +26,29 @@ from c2.core.store.tables import EventRow
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 # Built once: constructing Core statements per call costs more than executing them.
 _INSERT = insert(_EVENTS)
+# pg_advisory_xact_lock(int4, int4) key of sequence assignment: "c3" and the schema's hash
+# (the owner lock of ownership.py uses "c2"). Two statements: in READ COMMITTED each takes its
+# snapshot when it starts, so the max() must start after the lock was granted.
+_SEQ_CLASS = 0x6333
+_SEQ_LOCK = text("SELECT pg_advisory_xact_lock(:a, hashtext(current_schema()))")
+_MAX_SEQ = select(func.max(_EVENTS.c.seq))
+# A cluster's live fan-out (core/cluster/fanout.py): only the position travels, at COMMIT.
+_NOTIFY_LOG = text("SELECT pg_notify('c2_log_' || md5(current_schema()), :p)")
+
+
+def notify_position(conn: Connection, instance_id: str, last_seq: int) -> None:
+    """Tell the cluster's members, when this transaction commits, that the log reaches
+    `last_seq` (PostgreSQL NOTIFY: delivered at COMMIT, dropped on rollback)."""
+    conn.execute(_NOTIFY_LOG, {"p": f"{instance_id} {last_seq}"})
+
+
+def claim_sequences(conn: Connection) -> int:
+    """The next free event seq, with sequence assignment serialized until `conn`'s
+    transaction ends (PostgreSQL: an advisory transaction lock; elsewhere just the max, as
+    SQLite has one writer at a time anyway)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(_SEQ_LOCK, {"a": _SEQ_CLASS})
+    return int(conn.execute(_MAX_SEQ).scalar() or 0) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +73,14 @@ class EventLog:
         self._conn = conn
 
     def append_encoded(self, session: str | None, payload: str) -> CommittedEvent:
-        """Insert one encoded event; its seq is assigned by the database in this transaction."""
-        result = self._conn.execute(
-            _INSERT, {"session_id": session, "payload": payload, "created_at": utcnow()}
+        """Insert one encoded event outside the group-commit writer (start-up, one-shot
+        commands); its seq is claimed in this transaction, serialized with every writer."""
+        seq = claim_sequences(self._conn)
+        self._conn.execute(
+            _INSERT,
+            {"seq": seq, "session_id": session, "payload": payload, "created_at": utcnow()},
         )
-        seq = result.inserted_primary_key[0]  # type: ignore[index]
-        return CommittedEvent(seq=int(seq), session=session, payload=payload)
+        return CommittedEvent(seq=seq, session=session, payload=payload)
 
     def bounds(self) -> LogBounds:
         row = self._conn.execute(select(func.min(_EVENTS.c.seq), func.max(_EVENTS.c.seq))).one()
@@ -56,10 +89,15 @@ class EventLog:
     def last_seq(self) -> int:
         return int(self._conn.execute(select(func.max(_EVENTS.c.seq))).scalar() or 0)
 
-    def count_between(self, first: int, last: int) -> int:
-        """How many events have first <= seq <= last (did a batch's COMMIT land?)."""
-        query = select(func.count()).where(_EVENTS.c.seq >= first, _EVENTS.c.seq <= last)
-        return int(self._conn.execute(query).scalar() or 0)
+    def payloads_between(self, first: int, last: int) -> list[str]:
+        """The payloads of first <= seq <= last in order (did a batch's COMMIT land? With
+        several writers another one may hold those seqs now: compare what is stored)."""
+        query = (
+            select(_EVENTS.c.payload)
+            .where(_EVENTS.c.seq >= first, _EVENTS.c.seq <= last)
+            .order_by(_EVENTS.c.seq)
+        )
+        return [str(p) for p in self._conn.execute(query).scalars()]
 
     def after(
         self, seq: int, *, session: str | None = None, limit: int = 500

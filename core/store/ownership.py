@@ -9,7 +9,13 @@ both allocate the same sequences), so the second refuses to start and names the 
   writer takes it again on its new connection before committing anything, or its writes fail.
   The owner is named by the lock session's `application_name`.
 
-Everything that enforces exclusivity lives here, so a cooperating cluster mode can switch it off.
+Cluster members (`c2 serve --cluster`, core/cluster/) take the same PostgreSQL key in *shared*
+mode instead: any number of members hold it together, while an exclusive holder (a plain
+server) and shared holders exclude each other. So a plain `c2 serve` refuses a database that
+cluster members use, and a cluster member refuses one a plain server owns, with no registry
+row that a crash could leave behind.
+
+Everything that enforces exclusivity lives here.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ LOCK_FILE = "c2.lock"
 _PG_CLASS = 0x6332
 _STARTED = datetime.now(UTC)
 _TRY_LOCK = text("SELECT pg_try_advisory_lock(:a, hashtext(current_schema()))")
+_TRY_SHARED = text("SELECT pg_try_advisory_lock_shared(:a, hashtext(current_schema()))")
 _HOLDER = text(
-    "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+    "SELECT a.application_name, a.client_addr, a.backend_start, l.mode FROM pg_locks l "
     "JOIN pg_stat_activity a ON a.pid = l.pid "
     "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = CAST(:a AS oid) "
     "AND l.objid = CAST(hashtext(current_schema()) AS oid) AND l.objsubid = 2 "
@@ -102,20 +109,32 @@ def claim_home(home: Path) -> HomeLock:
         return lock
 
 
-def claim_database(conn: Connection) -> None:
+def claim_database(conn: Connection, *, shared: bool = False) -> None:
     """Take the database's owner lock on `conn`'s session (PostgreSQL; SQLite is covered by
-    the home lock). Raises OwnershipError naming the session that holds it."""
+    the home lock): exclusive for a plain server, `shared` for a cluster member. Raises
+    OwnershipError naming the session that holds it in the conflicting mode."""
     if conn.dialect.name != "postgresql":
         return
     with conn.begin():
-        got = conn.execute(_TRY_LOCK, {"a": _PG_CLASS}).scalar()
+        got = conn.execute(_TRY_SHARED if shared else _TRY_LOCK, {"a": _PG_CLASS}).scalar()
         holder = None if got else conn.execute(_HOLDER, {"a": _PG_CLASS}).first()
     if got:
         return
     if holder is None:
-        owner = "holder unknown"
+        owner, clustered = "holder unknown", False
     else:
-        name, addr, since = holder
+        name, addr, since, mode = holder
+        clustered = mode == "ShareLock"
         owner = f"{name or 'unnamed'}, connected from {addr or 'a local socket'}"
         owner += f" at {since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}" if since else ""
+    if clustered:
+        raise OwnershipError(
+            f"c2 cluster members use this PostgreSQL database ({owner}); "
+            "start this server with --cluster to join them, or stop them first"
+        )
+    if shared:
+        raise OwnershipError(
+            f"a c2 serve without --cluster owns this PostgreSQL database ({owner}); "
+            "stop it first, or restart it with --cluster"
+        )
     raise OwnershipError(f"another c2 serve owns this PostgreSQL database ({owner}); stop it first")

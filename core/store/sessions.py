@@ -47,6 +47,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "modes": ("modes_json",),
     "archived": ("archived",),
     "worktree_discarded": ("worktree_discarded",),
+    "owner": ("owner",),
     "forked_from": ("lineage_json",),
     "prime": ("lineage_json",),
 }
@@ -97,6 +98,7 @@ def _to_row(rec: SessionRecord) -> dict[str, Any]:
         ),
         "lineage_json": _lineage(rec),
         "archived": rec.archived,
+        "owner": rec.owner,
         "created_at": rec.created_at,
         "updated_at": rec.updated_at,
     }
@@ -154,6 +156,7 @@ def _from_row(row: Any) -> SessionRecord:
             parse_mcp_servers(json.loads(row.mcp_servers_json)) if row.mcp_servers_json else ()
         ),
         archived=bool(row.archived),
+        owner=row.owner,
         created_at=_aware(row.created_at),
         updated_at=_aware(row.updated_at),
     )
@@ -229,6 +232,16 @@ class SessionRepository:
             raise KeyError(rec.id)
         self._indexed(rec, fields)
 
+    def adopt(self, session_id: str, owner: str, previous: str) -> bool:
+        """Make `owner` the session's owner if `previous` still is (compare-and-set: of
+        members racing to adopt it, exactly one wins)."""
+        done = self._conn.execute(
+            update(_SESSIONS)
+            .where(_SESSIONS.c.id == session_id, _SESSIONS.c.owner == previous)
+            .values(owner=owner)
+        )
+        return bool(done.rowcount)
+
     def stored_revision(self, session_id: str) -> int | None:
         raw = self._conn.execute(
             select(_SESSIONS.c.activity_json).where(_SESSIONS.c.id == session_id)
@@ -237,12 +250,26 @@ class SessionRepository:
             return 0 if self.get(session_id) is not None else None
         return SessionActivity.model_validate_json(raw).revision
 
-    def interrupt_in_flight(self) -> list[SessionRecord]:
-        """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1)."""
+    def interrupt_in_flight(
+        self,
+        owners: list[str] | None = None,
+        *,
+        unowned: bool = True,
+        session: str | None = None,
+    ) -> list[SessionRecord]:
+        """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1).
+
+        `owners` (a cluster): only the sessions of these members, and (`unowned`) those of no
+        member (left by a plain server, which cannot run next to a cluster); None: every
+        session. `session`: only that one."""
         changed: list[SessionRecord] = []
-        rows = self._conn.execute(
-            select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
-        ).all()
+        query = select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
+        if owners is not None:
+            mine = _SESSIONS.c.owner.in_(owners)
+            query = query.where(mine | _SESSIONS.c.owner.is_(None) if unowned else mine)
+        if session is not None:
+            query = query.where(_SESSIONS.c.id == session)
+        rows = self._conn.execute(query).all()
         for row in rows:
             rec = _from_row(row)
             state = rec.activity.state

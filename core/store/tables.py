@@ -41,6 +41,9 @@ class SessionRow(SQLModel, table=True):
     # {"session","turn","prime"} of a forked session (issue 14).
     lineage_json: str | None = Field(default=None, sa_column=Column(Text))
     archived: bool = Field(default=False)
+    # The cluster member whose agent and worktree serve this session (issue 18); None when
+    # not clustered.
+    owner: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
@@ -86,9 +89,11 @@ class IdempotencyRow(SQLModel, table=True):
     device_id: str = Field(primary_key=True, max_length=64)
     request_id: str = Field(primary_key=True, max_length=128)
     op_hash: str = Field(max_length=64)
-    status: int
+    status: int  # 0 while the op runs (a cluster member's claim: `claimant`)
     body_json: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    # "<instance id> <process token>" of the member running the op (issue 18).
+    claimant: str | None = Field(default=None, max_length=80)
 
 
 class AgentProcessRow(SQLModel, table=True):
@@ -106,4 +111,6 @@ class AgentProcessRow(SQLModel, table=True):
     start_time: int = Field(sa_column=Column(BigInteger, nullable=False))
     boot_id: str = Field(max_length=64)
     session_id: str | None = Field(default=None, max_length=64)
+    # The cluster member that spawned it (issue 18): a restarting member ends only its own.
+    instance_id: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))

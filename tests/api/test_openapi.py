@@ -54,6 +54,7 @@ OPERATION_IDS = {
     ("get", "/v1/devices"): "listDevices",
     ("delete", "/v1/devices/{device_id}"): "revokeDevice",
     ("get", "/v1/events"): "streamEvents",
+    ("get", "/v1/instances"): "listInstances",
     ("post", "/v1/ops"): "submitOp",
     ("post", "/v1/pair"): "pair",
     ("get", "/v1/providers"): "listProviders",

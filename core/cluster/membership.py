@@ -1,0 +1,116 @@
+"""This instance's membership of the cluster: its id (kept in its home), its registration
+with an advertised URL, the heartbeat that renews its lease, and the cluster's key.
+
+The lease is judged by the database's clock alone (core/store/cluster.py). A member that
+cannot renew its lease (database unreachable, writer stalled) is judged dead by its peers
+once the lease runs out, which is what they must assume anyway: it cannot commit either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from c2.core.store.cluster import ClusterRepository, Instance
+from c2.core.store.database import Store, UnitOfWork
+
+log = logging.getLogger(__name__)
+ID_FILE = "instance-id"
+DEFAULT_LEASE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How this instance joins: its id, the URL peers reach it at, its lease, and the key
+    from the environment (None: the one stored in the database)."""
+
+    instance_id: str
+    url: str
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    secret: str | None = None
+
+
+def home_instance_id(home: Path) -> str:
+    """The instance id kept in `home` (created on first use): a restart keeps its id, so it
+    finds its own sessions and agent records again."""
+    path = home / ID_FILE
+    try:
+        existing = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        existing = ""
+    if existing:
+        return existing
+    fresh = uuid.uuid4().hex
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(fresh + "\n")
+    return fresh
+
+
+class Membership:
+    """Registers this instance, renews its lease (`run`) and leaves on close."""
+
+    def __init__(self, store: Store, config: ClusterConfig) -> None:
+        self._store = store
+        self.config = config
+        self.id = config.instance_id
+        self.secret = config.secret or ""
+        self._joined = False
+
+    async def join(self) -> None:
+        """Register (a restart re-registers under the same id) and read the cluster key."""
+        config = self.config
+
+        def write(uow: UnitOfWork) -> str:
+            repo = ClusterRepository(uow.conn)
+            repo.register(config.instance_id, config.url, config.lease_seconds)
+            return repo.secret()
+
+        stored = await self._store.write(write)
+        self.secret = config.secret or stored
+        self._joined = True
+        log.info("joined the cluster as %s (%s)", self.id, config.url)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return max(0.05, self.config.lease_seconds / 3)
+
+    async def run(self) -> None:
+        """Renew the lease every third of it until cancelled."""
+        lease = self.config.lease_seconds
+        interval = self.heartbeat_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                renewed = await self._store.write(
+                    lambda uow: ClusterRepository(uow.conn).heartbeat(self.id, lease),
+                    retry_seconds=interval,
+                )
+                if not renewed:
+                    # Our lease ran out (a stalled process, a partition): peers may have taken
+                    # our in-flight sessions over. Join again; turns of sessions taken over
+                    # end as their writes meet the new state.
+                    log.error("cluster lease of %s expired before renewal; joining again", self.id)
+                    await self.join()
+            except Exception as exc:
+                log.warning("cluster heartbeat failed: %s", exc)
+
+    async def leave(self) -> None:
+        """Drop the registration (a clean stop); best effort."""
+        if not self._joined:
+            return
+        self._joined = False
+        try:
+            await self._store.write(
+                lambda uow: ClusterRepository(uow.conn).leave(self.id), retry_seconds=2.0
+            )
+        except Exception as exc:
+            log.warning("could not leave the cluster cleanly: %s", exc)
+
+    async def members(self) -> list[Instance]:
+        """Live members by the database's clock."""
+        return await self._store.read(lambda r: ClusterRepository(r.conn).live())

@@ -1,0 +1,112 @@
+"""Cluster membership (issue 18, part 2): registration, leases judged by the database, the
+instance list, and the mutual exclusion of plain and cluster servers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+from tests.cluster.conftest import LEASE_SECONDS, Pair, member
+from tests.e2e.harness import REPO, C2Process, Client, poll_until
+
+
+def _instances(server_url: str, bearer: str) -> list[dict[str, str]]:
+    resp = httpx.get(
+        f"{server_url}/v1/instances", headers={"Authorization": f"Bearer {bearer}"}, timeout=10
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["kind"] == "instances"
+    return list(body["instances"])
+
+
+def _serve(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A `c2 serve` expected to refuse to start: its exit and its one line."""
+    full = {k: v for k, v in os.environ.items() if k not in ("C2_DATABASE_URL", "C2_CLUSTER")}
+    full.update(PYTHONPATH=str(REPO), **env)
+    return subprocess.run(
+        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home), "--port", "0", *args],
+        cwd=REPO,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_members_register_with_leases_and_see_each_other(pair: Pair) -> None:
+    for server in (pair.a, pair.b):
+        listed = _instances(server.base_url, pair.a.bearer)
+        assert [i["url"] for i in listed] == [pair.a.base_url, pair.b.base_url]
+        ids = [i["id"] for i in listed]
+        assert ids[0] == (pair.a.home / "instance-id").read_text().strip()
+        assert ids[1] == (pair.b.home / "instance-id").read_text().strip()
+        for item in listed:
+            heartbeat = datetime.fromisoformat(item["heartbeat_at"])
+            expires = datetime.fromisoformat(item["lease_expires_at"])
+            assert 0 < (expires - heartbeat).total_seconds() <= LEASE_SECONDS + 0.01
+
+
+async def test_a_session_created_through_either_member_is_listed_by_both(
+    pair: Pair, tmp_path: Path
+) -> None:
+    a, b = Client(pair.a), Client(pair.b)
+    try:
+        made = [await a.new_session(tmp_path), await b.new_session(tmp_path)]
+        for client in (a, b):
+            listed = (await client.http.get("/v1/sessions")).json()["sessions"]
+            assert {s["id"] for s in listed} >= {s["id"] for s in made}
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_member_that_stops_or_dies_leaves_the_list(pair: Pair) -> None:
+    bearer = pair.a.bearer
+    pair.b.stop()  # a clean stop deregisters at once
+    assert [i["url"] for i in _instances(pair.a.base_url, bearer)] == [pair.a.base_url]
+    pair.b.start()
+    assert len(_instances(pair.a.base_url, bearer)) == 2
+    pair.b.stop(signal.SIGKILL)  # no goodbye: the lease runs out by the database's clock
+    await poll_until(
+        lambda: [i["url"] for i in _instances(pair.a.base_url, bearer)] == [pair.a.base_url],
+        timeout=LEASE_SECONDS * 5,
+    )
+
+
+def test_plain_and_cluster_servers_refuse_each_others_database(
+    tmp_path: Path, cluster_url: str
+) -> None:
+    plain_env = {"C2_DATABASE_URL": cluster_url}
+    first = member(tmp_path / "m", cluster_url)
+    first.start()
+    try:
+        refused = _serve(tmp_path / "plain", plain_env)
+        assert refused.returncode == 1
+        assert "c2 cluster members use this PostgreSQL database" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    finally:
+        first.stop()
+
+    plain = C2Process(tmp_path / "plain2", env=plain_env)
+    plain.start()
+    try:
+        refused = _serve(tmp_path / "m2", plain_env, "--cluster")
+        assert refused.returncode == 1
+        assert "without --cluster owns this PostgreSQL database" in refused.stderr
+    finally:
+        plain.stop()
+
+
+def test_cluster_refuses_sqlite_in_one_line(tmp_path: Path) -> None:
+    refused = _serve(tmp_path / "home", {"C2_DATABASE_URL": "", "C2_CLUSTER": "1"})
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "c2: --cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"
+    )

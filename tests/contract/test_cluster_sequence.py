@@ -1,0 +1,146 @@
+"""One global event log with several writers on PostgreSQL (issue 18, part 1).
+
+Two cluster stores (two writer threads, two connections, as two `c2 serve --cluster` would
+have) append to one schema at once while a reader follows the log the way a stream does (read
+after the last seq it saw). The sequence must have no duplicate, be strictly increasing in
+commit order (each store publishes its own commits in increasing order), and the follower
+must have seen every event: one committed later with a lower seq than one it already read
+would be missing from what it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from c2.core.protocol import ErrorEvent
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.events import CommittedEvent
+from c2.core.store.ownership import OwnershipError
+from tests.contract.pg import PG_URL, pg_schema_url
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
+]
+WRITES_PER_STORE = 400
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with pg_schema_url("c2_cluster") as url:
+        migrator = Store(url)
+        migrator.migrate()
+        migrator.close()
+        yield url
+
+
+def _emit(uow: UnitOfWork, writer: str, i: int) -> None:
+    # Two events per job, a few jobs per batch: batches of several sizes from both writers.
+    for part in range(2):
+        uow.emit(ErrorEvent(session=writer, message=f"{writer}-{i}-{part}", terminal=False))
+
+
+async def _follow(store: Store, done: asyncio.Event) -> list[int]:
+    seen: list[int] = []
+    last = 0
+    while True:
+        finished = done.is_set()  # read once more after the writers finished
+        batch = await store.read(lambda r, last=last: r.events.after(last, limit=10_000))
+        if batch:
+            seen.extend(ev.seq for ev in batch)
+            last = batch[-1].seq
+        if finished:
+            return seen
+        await asyncio.sleep(0)
+
+
+async def test_two_writers_share_one_strictly_increasing_log(url: str) -> None:
+    published: dict[str, list[CommittedEvent]] = {"a": [], "b": []}
+    stores = {name: Store(url, exclusive=True, cluster=True, readers=2) for name in ("a", "b")}
+    for name, store in stores.items():
+        store.start(publish=published[name].extend)
+    reader = Store(url, readers=1)
+    reader.start()
+    done = asyncio.Event()
+    follower = asyncio.create_task(_follow(reader, done))
+    try:
+        writes = [
+            stores[name].submit(lambda uow, name=name, i=i: _emit(uow, name, i))
+            for i in range(WRITES_PER_STORE)
+            for name in ("a", "b")
+        ]
+        await asyncio.gather(*writes)
+        done.set()
+        seen = await follower
+        log = await reader.read(lambda r: r.events.after(0, limit=10_000))
+    finally:
+        done.set()
+        if not follower.done():
+            follower.cancel()
+        for store in (*stores.values(), reader):
+            await asyncio.to_thread(store.close)
+
+    seqs = [ev.seq for ev in log]
+    assert len(log) == 2 * 2 * WRITES_PER_STORE
+    assert seqs == sorted(set(seqs))  # no duplicate, no reordering
+    assert seen == seqs  # the follower skipped nothing
+    for name, events in published.items():
+        mine = [ev.seq for ev in events]
+        assert mine == sorted(mine) and len(mine) == 2 * WRITES_PER_STORE, name
+        # Both writers really interleaved: each one's seqs are not one contiguous block.
+        assert mine[-1] - mine[0] + 1 > len(mine), name
+    # Each writer's events are in the log in the order it committed and published them.
+    for name, events in published.items():
+        assert [ev.payload for ev in log if ev.session == name] == [ev.payload for ev in events]
+
+
+async def test_plain_and_cluster_servers_exclude_each_other(url: str) -> None:
+    plain = Store(url, exclusive=True)
+    plain.start()
+    try:
+        member = Store(url, exclusive=True, cluster=True)
+        with pytest.raises(OwnershipError, match="without --cluster owns"):
+            member.start()
+        member.close()
+    finally:
+        plain.close()
+
+    first = Store(url, exclusive=True, cluster=True)
+    second = Store(url, exclusive=True, cluster=True)
+    first.start()
+    second.start()  # members share the database
+    try:
+        plain = Store(url, exclusive=True)
+        with pytest.raises(OwnershipError, match="cluster members use"):
+            plain.start()
+        plain.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_cluster_needs_postgresql() -> None:
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        Store("sqlite:///unused.db", cluster=True)
+
+
+async def test_unknown_commit_outcome_is_judged_by_the_rows_themselves(url: str) -> None:
+    """A batch whose COMMIT outcome is unknown must not count another writer's rows at the
+    same seqs as its own (with one writer a count was enough)."""
+    store = Store(url, exclusive=True, cluster=True)
+    store.start()
+    try:
+        await store.write(lambda uow: _emit(uow, "a", 0))
+        log = await store.read(lambda r: r.events.after(0))
+        payloads = [ev.payload for ev in log]
+        conn = store._writer_engine.connect()
+        try:
+            assert store._landed(conn, log[0].seq, payloads)
+            assert not store._landed(conn, log[0].seq, ["someone else's"] * len(payloads))
+        finally:
+            conn.close()
+    finally:
+        store.close()
