@@ -39,8 +39,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Most tests wait on subprocesses and sockets, so more workers than cores pay off; the tests
+# marked serial run afterwards, alone (docs/decisions.md, "Test run time").
+TEST_WORKERS ?= 3
+
 test: lint typecheck $(NPM_STAMP) web browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	$(BIN)/pytest -q -m serial
 
 # The generated-client tests need the TypeScript generator and compiler of clients/typescript,
 # installed exactly as locked; re-installed only when the lock changes.

@@ -27,6 +27,8 @@ from tests.e2e.test_store_faults import ready_status, serve_once, transcript, wa
 
 pytestmark = [
     pytest.mark.postgres,
+    # Ends (or with C2_TEST_PG_RESTART restarts) PostgreSQL sessions other tests may hold.
+    pytest.mark.serial,
     pytest.mark.skipif(not PG_URL, reason="C2_TEST_DATABASE_URL is not set"),
 ]
 
@@ -158,7 +160,7 @@ async def test_postgres_writer_that_lost_its_lock_stops_writing(pg_database_url:
         )
         # Kill the session holding the owner lock (this process's writer), then let another
         # store take the lock before the first writes again.
-        assert terminate("application_name LIKE 'c2 pid %'") >= 1
+        assert terminate("application_name LIKE :name", name=f"c2 pid {os.getpid()} %") >= 1
         second = Store(pg_database_url, exclusive=True)
         await asyncio.to_thread(second.start)
         with pytest.raises(StoreUnavailableError, match="another c2 serve owns"):

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,14 +21,10 @@ from typing import Any
 import anyio
 import httpx
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = {"custom": "scripted"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_providers(home: Path) -> Path:
@@ -65,7 +60,7 @@ class C2Process:
         self.home = home
         self.extra_env = env or {}
         home.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.agent_log = write_providers(home)
         self.bearer = ""

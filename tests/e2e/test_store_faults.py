@@ -20,15 +20,14 @@ import httpx
 import pytest
 
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
+from tests.ports import free_port
 
 LOCK_SECONDS = 10.0
 
 
 def serve_once(home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `c2 serve` expecting it to refuse to start; its exit code and output."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     full_env = {k: v for k, v in os.environ.items() if k != "C2_DATABASE_URL"}
     full_env.update({"PYTHONPATH": str(REPO), **(env or {})})
     return subprocess.run(

@@ -1,0 +1,38 @@
+"""Ports for the `c2 serve` processes tests start.
+
+A test picks a port, then the server binds it; between the two another process could take it.
+Under pytest-xdist each worker therefore draws from a range of its own, below the kernel's
+ephemeral range (32768+), so two workers never pick the same port and outgoing connections
+never sit on one. A readiness probe could otherwise reach another worker's server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+
+_FIRST = 10_000
+_SPAN = 2_000  # ports per worker: far more than one worker's tests start
+
+
+def _worker_index() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # "gw3" under xdist
+    return int(worker.removeprefix("gw") or 0) if worker.startswith("gw") else 0
+
+
+_CANDIDATES = itertools.cycle(
+    range(_FIRST + _worker_index() * _SPAN, _FIRST + (_worker_index() + 1) * _SPAN)
+)
+
+
+def free_port() -> int:
+    """A port of this worker's range that nothing listens on now."""
+    for port in itertools.islice(_CANDIDATES, _SPAN):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port left in this worker's range")
