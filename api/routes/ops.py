@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from pydantic import TypeAdapter
 
 from api.authn import DeviceDep, ServicesDep
@@ -46,6 +46,7 @@ from core.protocol import (
     CancelOp,
     EditQueuedOp,
     ForkOp,
+    Op,
     PromptOp,
     QueueItem,
     QueuePromptOp,
@@ -70,6 +71,24 @@ ItemPath = Annotated[str, Path(min_length=1, max_length=64, description="Queued 
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
 
 
+class OpCall:
+    """What every op route does with its op: hand it to the one dispatcher as the calling
+    device (whose name records a permission answer)."""
+
+    def __init__(self, device: DeviceDep, services: ServicesDep) -> None:
+        self._device = device
+        self._dispatcher = services.dispatcher
+
+    async def __call__(self, op: Op, request_id: str | None) -> Response:
+        device = self._device
+        return await self._dispatcher.dispatch(
+            op, device_id=device.id, request_id=request_id, device_name=device.name
+        )
+
+
+OpCallDep = Annotated[OpCall, Depends()]
+
+
 def _ok(model: type[Any], status: int = 200) -> Responses:
     return {status: {"model": model, "description": "Op outcome"}}
 
@@ -82,18 +101,14 @@ _ANY_OUTCOME: Responses = {
 
 
 @router.post("/ops", responses=_ANY_OUTCOME, status_code=200, openapi_extra=needs(PER_OP))
-async def submit_op(
-    op: Annotated[WireOp, Body()], request: Request, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def submit_op(op: Annotated[WireOp, Body()], request: Request, call: OpCallDep) -> Response:
     """Submit a bare protocol Op (`{"op":"prompt",…}`); same outcome as its resource route."""
     request_id = getattr(op, "request_id", None)
     if request_id is None and not isinstance(op, AnswerPermissionOp):
         raw = await request.json()
         if isinstance(raw, dict) and raw.get("request_id") is not None:
             request_id = _REQUEST_ID.validate_python(raw["request_id"])
-    return await services.dispatcher.dispatch(
-        op, device_id=device.id, request_id=request_id, device_name=device.name
-    )
+    return await call(op, request_id)
 
 
 @router.post(
@@ -102,9 +117,9 @@ async def submit_op(
     responses=_ok(SessionSnapshot, 201),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def new_session(body: NewSessionBody, device: DeviceDep, services: ServicesDep) -> Response:
+async def new_session(body: NewSessionBody, call: OpCallDep) -> Response:
     """Create a session; 201 with its snapshot (the durable creation receipt)."""
-    return await services.dispatcher.dispatch(body, device_id=device.id, request_id=body.request_id)
+    return await call(body, body.request_id)
 
 
 @router.post(
@@ -113,12 +128,10 @@ async def new_session(body: NewSessionBody, device: DeviceDep, services: Service
     responses=_ok(PromptAccepted, 202),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def prompt(
-    session_id: SessionPath, body: PromptBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def prompt(session_id: SessionPath, body: PromptBody, call: OpCallDep) -> Response:
     """Start a turn; 202 once `turn_started` was emitted."""
     op = PromptOp(session=session_id, doc=body.doc, request_id=body.request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.post(
@@ -129,14 +142,13 @@ async def prompt(
 )
 async def cancel(
     session_id: SessionPath,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
     body: Annotated[CorrelatedBody | None, Body()] = None,
 ) -> Response:
     """Interrupt the running turn; `cancelled` is false when none was running."""
     request_id = body.request_id if body else None
     op = CancelOp(session=session_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+    return await call(op, request_id)
 
 
 @router.post(
@@ -148,14 +160,11 @@ async def answer_permission(
     session_id: SessionPath,
     input_id: Annotated[str, Path(min_length=1, max_length=128)],
     body: AnswerBody,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
 ) -> Response:
     """Answer a parked permission request (`option_id: null` cancels it)."""
     op = AnswerPermissionOp(session=session_id, request_id=input_id, option_id=body.option_id)
-    return await services.dispatcher.dispatch(
-        op, device_id=device.id, request_id=None, device_name=device.name
-    )
+    return await call(op, None)
 
 
 @router.put(
@@ -164,13 +173,13 @@ async def answer_permission(
     openapi_extra=needs(Scope.OPERATE),
 )
 async def set_execution_policy(
-    session_id: SessionPath, body: PolicyBody, device: DeviceDep, services: ServicesDep
+    session_id: SessionPath, body: PolicyBody, call: OpCallDep
 ) -> Response:
     """Persist and apply both execution-policy axes atomically."""
     op = SetExecutionPolicyOp(
         session=session_id, mode=body.mode, sandbox=body.sandbox, request_id=body.request_id
     )
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.put(
@@ -179,11 +188,11 @@ async def set_execution_policy(
     openapi_extra=needs(Scope.OPERATE),
 )
 async def set_permission_mode(
-    session_id: SessionPath, body: PermissionModeBody, device: DeviceDep, services: ServicesDep
+    session_id: SessionPath, body: PermissionModeBody, call: OpCallDep
 ) -> Response:
     """Legacy single-axis update, folded into the two-axis write."""
     op = SetPermissionModeOp(session=session_id, mode=body.mode)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.put(
@@ -191,34 +200,28 @@ async def set_permission_mode(
     responses=_ok(PolicyResult),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def set_sandbox(
-    session_id: SessionPath, body: SandboxBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def set_sandbox(session_id: SessionPath, body: SandboxBody, call: OpCallDep) -> Response:
     """Legacy single-axis update, folded into the two-axis write."""
     op = SetSandboxOp(session=session_id, sandbox=body.sandbox)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.put(
     "/sessions/{session_id}/model", responses=_ok(ModelResult), openapi_extra=needs(Scope.OPERATE)
 )
-async def set_model(
-    session_id: SessionPath, body: ModelBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def set_model(session_id: SessionPath, body: ModelBody, call: OpCallDep) -> Response:
     """Set the session model (one of the snapshot's `models.available`)."""
     op = SetModelOp(session=session_id, model=body.model)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.put(
     "/sessions/{session_id}/mode", responses=_ok(ModeResult), openapi_extra=needs(Scope.OPERATE)
 )
-async def set_mode(
-    session_id: SessionPath, body: ModeBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def set_mode(session_id: SessionPath, body: ModeBody, call: OpCallDep) -> Response:
     """Switch the agent's ACP session mode (one of the snapshot's `modes.available`)."""
     op = SetModeOp(session=session_id, mode_id=body.mode_id, request_id=body.request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.put(
@@ -230,12 +233,11 @@ async def set_config_option(
     session_id: SessionPath,
     config_id: Annotated[str, Path(min_length=1, max_length=256)],
     body: ConfigValueBody,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
 ) -> Response:
     """Set an agent-reported session config option."""
     op = SetConfigOptionOp(session=session_id, config_id=config_id, value=body.value)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 # -- issue 14: rewind, fork, the follow-up queue --------------------------------------------------
@@ -246,9 +248,7 @@ async def set_config_option(
     responses=_ok(RewindResult),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def rewind(
-    session_id: SessionPath, body: RewindBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def rewind(session_id: SessionPath, body: RewindBody, call: OpCallDep) -> Response:
     """Restore the working tree to the state after a turn, or to any session checkpoint."""
     op = RewindOp(
         session=session_id,
@@ -257,7 +257,7 @@ async def rewind(
         force=body.force,
         request_id=body.request_id,
     )
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.post(
@@ -266,9 +266,7 @@ async def rewind(
     responses=_ok(SessionSnapshot, 201),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def fork_session(
-    session_id: SessionPath, body: ForkBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def fork_session(session_id: SessionPath, body: ForkBody, call: OpCallDep) -> Response:
     """A new session continuing this one from a turn; 201 with the child's snapshot."""
     op = ForkOp(
         session=session_id,
@@ -276,7 +274,7 @@ async def fork_session(
         use_worktree=body.use_worktree,
         request_id=body.request_id,
     )
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.post(
@@ -285,13 +283,11 @@ async def fork_session(
     responses=_ok(QueueItem, 201),
     openapi_extra=needs(Scope.OPERATE),
 )
-async def queue_prompt(
-    session_id: SessionPath, body: QueueBody, device: DeviceDep, services: ServicesDep
-) -> Response:
+async def queue_prompt(session_id: SessionPath, body: QueueBody, call: OpCallDep) -> Response:
     """Append a prompt to the queue; it starts at once when the session is idle and the
     queue is not paused, else after the turns before it end with `end_turn`."""
     op = QueuePromptOp(session=session_id, doc=body.doc, request_id=body.request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.patch(
@@ -303,12 +299,11 @@ async def edit_queued(
     session_id: SessionPath,
     item: ItemPath,
     body: QueueBody,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
 ) -> Response:
     """Replace a waiting prompt's doc (its id and request_id are kept)."""
     op = EditQueuedOp(session=session_id, item=item, doc=body.doc, request_id=body.request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=body.request_id)
+    return await call(op, body.request_id)
 
 
 @router.delete(
@@ -319,14 +314,13 @@ async def edit_queued(
 async def remove_queued(
     session_id: SessionPath,
     item: ItemPath,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
     body: Annotated[CorrelatedBody | None, Body()] = None,
 ) -> Response:
     """Remove a waiting prompt; answers the queue as it now is."""
     request_id = body.request_id if body else None
     op = RemoveQueuedOp(session=session_id, item=item, request_id=request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+    return await call(op, request_id)
 
 
 @router.post(
@@ -336,11 +330,10 @@ async def remove_queued(
 )
 async def resume_queue(
     session_id: SessionPath,
-    device: DeviceDep,
-    services: ServicesDep,
+    call: OpCallDep,
     body: Annotated[CorrelatedBody | None, Body()] = None,
 ) -> Response:
     """Unpause the queue; its next prompt starts when the session is idle."""
     request_id = body.request_id if body else None
     op = ResumeQueueOp(session=session_id, request_id=request_id)
-    return await services.dispatcher.dispatch(op, device_id=device.id, request_id=request_id)
+    return await call(op, request_id)
