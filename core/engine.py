@@ -175,8 +175,8 @@ class Engine:
 
     async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Outcome:
         """Apply one op on behalf of `actor` (the device that sent it, when known): a new
-        session takes that device's default budget, a permission answer records who gave it.
-        Returns the op's outcome or raises a DomainError."""
+        session, created or forked, takes that device's default budget; a permission answer
+        records who gave it. Returns the op's outcome or raises a DomainError."""
         match op:
             case NewSessionOp():
                 return await self.lifecycle.new_session(op, actor.device_id if actor else None)
@@ -201,7 +201,7 @@ class Engine:
             case RewindOp():  # issue 14
                 return await self.checkpoints.rewind(op)
             case ForkOp():
-                return await self.forks.fork(op)
+                return await self.forks.fork(op, actor.device_id if actor else None)
             case QueuePromptOp():
                 return await self.queue.append(op)
             case EditQueuedOp():

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from core.acp_sessions import adopt, agent_failure, open_new
 from core.agents.updates import AgentError
-from core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError, TurnFailedError
+from core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError
 from core.live import LiveSession
 from core.mcp_servers import dump_mcp_servers
+from core.new_sessions import commit_new_session
 from core.protocol import (
     Event,
     ForkedFrom,
     ForkOp,
-    SessionCreated,
     SessionSnapshot,
     TranscriptEntry,
     WorktreeBase,
@@ -80,14 +80,15 @@ class ForkService:
         self._checkpoints = checkpoints
         self._worktrees = worktrees
 
-    async def fork(self, op: ForkOp) -> SessionSnapshot:
+    async def fork(self, op: ForkOp, device_id: str | None = None) -> SessionSnapshot:
+        """Fork `op.session`; the child takes the default budget of the device that asked."""
         try:
-            return await self._fork(op)
+            return await self._fork(op, device_id)
         except DomainError as exc:
             exc.session, exc.request_id = exc.session or op.session, op.request_id
             raise
 
-    async def _fork(self, op: ForkOp) -> SessionSnapshot:
+    async def _fork(self, op: ForkOp, device_id: str | None) -> SessionSnapshot:
         parent_live = await self._live.load(op.session, op.request_id)
         parent = parent_live.record
         running = parent_live.turn is not None
@@ -131,28 +132,21 @@ class ForkService:
             live = self._live.new(child)
             child, state = await self._open_agent(live, parent, cut)
             live.record = child
-            created_event = SessionCreated(
-                session=child_id,
-                cwd=child.cwd,
-                project_path=child.project_path,
-                worktree_path=child.worktree_path,
-                worktree_baseline=child.worktree_baseline,
-                request_id=op.request_id,
-            )
 
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.insert(child)
+            def copy_turns(uow: UnitOfWork) -> None:
                 for entry in cut.rows:  # indexed for search like any appended row
                     uow.parts.append(child_id, entry.role, entry.part)
                 uow.search.turn_ended(child_id)  # the copied turns are over: index the last message
-                uow.emit(created_event)
-                for event in state:
-                    uow.emit(event)
 
-            try:
-                await self._store.write(persist)
-            except Exception as exc:
-                raise TurnFailedError(f"couldn't persist the forked session: {exc}") from exc
+            await commit_new_session(
+                self._store,
+                child,
+                state,
+                request_id=op.request_id,
+                device_id=device_id,
+                what="the forked session",
+                also=copy_turns,
+            )
         except BaseException:
             if live is not None:
                 await self._live.close(live)

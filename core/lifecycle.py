@@ -18,18 +18,17 @@ from core.errors import (
     ProviderUnavailableError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
-    TurnFailedError,
 )
 from core.live import LiveSession
 from core.live_agents import LiveAgents
 from core.mcp_servers import merge_mcp_servers, parse_mcp_servers
+from core.new_sessions import commit_new_session
 from core.outcomes import (
     WorktreeDiscarded,
 )
 from core.protocol import (
     DEFAULT_POLICY,
     NewSessionOp,
-    SessionCreated,
     SessionDeleted,
     SessionSnapshot,
     WorktreeBase,
@@ -40,7 +39,6 @@ from core.queue import FollowUpQueue
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork
-from core.usage import UsageLedger
 from core.worktrees import (
     create_worktree_async,
     discard_worktree_async,
@@ -131,28 +129,14 @@ class SessionLifecycle:
             self._providers.observe_auth(key, required=False)
             record, state = adopt(record, info)
             live.record, live.acp_session_id = record, info.acp_session_id
-            created_event = SessionCreated(
-                session=session_id,
-                cwd=record.cwd,
-                project_path=record.project_path,
-                worktree_path=record.worktree_path,
-                worktree_baseline=record.worktree_baseline,
+            await commit_new_session(
+                self._store,
+                record,
+                state,
                 request_id=op.request_id,
+                device_id=device_id,
+                what="new session",
             )
-
-            inherit_budget = UsageLedger.inherit(device_id, session_id)
-
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.insert(record)
-                inherit_budget(uow)  # the creating device's default budget
-                uow.emit(created_event)
-                for event in state:
-                    uow.emit(event)
-
-            try:
-                await self._store.write(persist)
-            except Exception as exc:
-                raise TurnFailedError(f"couldn't persist new session: {exc}") from exc
         except BaseException:
             await self._live.close(live)
             if created is not None:
