@@ -220,6 +220,23 @@ class NotReadyError(HttpProblem):
     title = "Server is not ready"
 
 
+def _by_code() -> dict[str, type[Problem]]:
+    found: dict[str, type[Problem]] = {}
+    classes: list[type[Problem]] = [*STATUS, *HttpProblem.__subclasses__()]
+    for cls in classes:
+        if found.setdefault(cls.code, cls) is not cls:
+            raise TypeError(f"two problems answer the code {cls.code!r}")
+    return found
+
+
+_BY_CODE = _by_code()
+
+
+def problem_class(code: str) -> type[Problem]:
+    """The problem class answering `code` (a class of STATUS, or an HttpProblem)."""
+    return _BY_CODE[code]
+
+
 class FramedError(Exception):
     """A problem answered in one of the protocol's frame shapes (`kind` + `message`) on
     top of the problem fields, e.g. `sessions_error` and `transcript_error` (API.md §4)."""

@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 
 import core.errors
 from api.app import create_app
-from api.errors import STATUS, HttpProblem, status_of
+from api.errors import STATUS, HttpProblem, problem_class, status_of
 from api.openapi import document, operation_id
 from api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
 from api.routes import ops as op_routes
@@ -52,6 +52,16 @@ def test_every_domain_code_has_its_status_in_the_api_table():
             assert cls in STATUS, cls.__name__
     assert status_of(SessionNotFoundError("x")) == 404
     assert status_of(core.errors.BaselineChangedError) == status_of(WorktreeError) == 422
+
+
+def test_each_code_names_one_problem_class():
+    """The operation table is written in codes: each code finds the one class answering it
+    (a class of STATUS or an HTTP-layer problem); an unknown code is no class."""
+    for cls in [*STATUS, *HttpProblem.__subclasses__()]:
+        assert problem_class(cls.code) is cls
+    assert problem_class("no_such_session") is SessionNotFoundError
+    with pytest.raises(KeyError):
+        problem_class("no_such_code")
 
 
 def test_every_operation_has_an_entry_in_the_problem_table(tmp_path: Path):
