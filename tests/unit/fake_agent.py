@@ -64,6 +64,7 @@ class FakeAgent:
     mcp_http: bool = False
     mcp_sse: bool = False
     auth_methods: tuple[AuthMethodInfo, ...] = ()
+    refuse_switch: bool = False  # set_model / set_mode answer an ACP error
     pid: int = 0
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -142,9 +143,13 @@ class FakeAgent:
 
     async def set_model(self, acp_session_id: str, model_id: str) -> None:
         self.calls.append(("set_model", acp_session_id, model_id))
+        if self.refuse_switch:
+            raise AgentError("no such model here")
 
     async def set_mode(self, acp_session_id: str, mode_id: str) -> None:
         self.calls.append(("set_mode", acp_session_id, mode_id))
+        if self.refuse_switch:
+            raise AgentError("no such mode here")
 
     async def set_config_option(
         self, acp_session_id: str, config_id: str, value: str
