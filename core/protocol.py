@@ -325,6 +325,11 @@ OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
 # Activity projection (protocol: Durable session activity)
 
 
+def _absent_when_none() -> Any:
+    """An optional field the wire omits when it is None (activity states: API.md §5)."""
+    return Field(default=None, exclude_if=lambda value: value is None)
+
+
 class PendingInput(BaseModel):
     model_config = ConfigDict(extra="ignore")
     input_id: str
@@ -343,21 +348,21 @@ class RunningState(BaseModel):
     model_config = ConfigDict(extra="ignore")
     kind: Literal["running"] = "running"
     turn_id: str
-    prompt_request_id: str | None = None
+    prompt_request_id: str | None = _absent_when_none()
 
 
 class AwaitingInputState(BaseModel):
     model_config = ConfigDict(extra="ignore")
     kind: Literal["awaiting_input"] = "awaiting_input"
     turn_id: str
-    prompt_request_id: str | None = None
+    prompt_request_id: str | None = _absent_when_none()
     pending: list[PendingInput]
 
 
 class FailedState(BaseModel):
     model_config = ConfigDict(extra="ignore")
     kind: Literal["failed"] = "failed"
-    turn_id: str | None = None
+    turn_id: str | None = _absent_when_none()
     reason: Literal["interrupted", "provider_error"]
     message: str
 
@@ -367,13 +372,14 @@ RunState = Annotated[
 ]
 
 
+# A session's activity; its states omit their optional fields when absent.
 class SessionActivity(BaseModel):
     model_config = ConfigDict(extra="ignore")
     revision: int = 0
     state: RunState = Field(default_factory=IdleState)
 
     def wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        return self.model_dump(mode="json")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,9 +610,7 @@ class SessionSnapshot(BaseModel):
     updated_at: Timestamp
 
     def wire(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        data["activity"] = self.activity.wire()
-        return data
+        return self.model_dump(mode="json")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,10 +49,6 @@ log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]
 
 
-class Queued(QueueItem):
-    """The answer to an append (201)."""
-
-
 class QueueView(BaseModel):
     session: str
     paused: bool
@@ -105,8 +101,7 @@ class FollowUpQueue:
             repo.append(item_id, live.id, doc_json, op.request_id, utcnow())
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
-            added = next(i for i in items if i.id == item_id)
-            return Queued(**added.model_dump())
+            return next(i for i in items if i.id == item_id)
 
         item = await self._store.write(write)
         self._waiting.add(live.id)
