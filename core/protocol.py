@@ -61,9 +61,15 @@ DocumentedProvider: TypeAlias = Literal[
     "zcode",
 ]
 BUILTIN_PROVIDERS: tuple[str, ...] = get_args(DocumentedProvider)
-# Serde spellings of the original core; accepted on input, never emitted (API.md §3).
-PROVIDER_ALIASES: dict[str, str] = {"open_code": "opencode", "z_code": "zcode"}
-BuiltinProvider: TypeAlias = Literal[DocumentedProvider, "open_code", "z_code"]
+# Serde spellings of the original core (a documented id with an underscore in it); accepted
+# on input, never emitted (API.md §3).
+ProviderAlias: TypeAlias = Literal["open_code", "z_code"]
+PROVIDER_ALIASES: dict[str, str] = {
+    alias: alias.replace("_", "") for alias in get_args(ProviderAlias)
+}
+if not set(PROVIDER_ALIASES.values()) <= set(BUILTIN_PROVIDERS):
+    raise TypeError("a provider alias names no documented provider")
+BuiltinProvider: TypeAlias = Literal[DocumentedProvider, ProviderAlias]
 
 
 class CustomProvider(BaseModel):
@@ -318,7 +324,13 @@ Op = Annotated[
     | ResumeQueueOp,
     Field(discriminator="op"),
 ]
-OP_ADAPTER: TypeAdapter[Op] = TypeAdapter(Op)
+# The op union's members, for what is derived from it (the wire ops and routes of api/).
+OP_TYPES: tuple[type[_Op], ...] = get_args(get_args(Op)[0])
+
+
+def op_tag(op: type[BaseModel]) -> str:
+    """The `op` tag of an op model (`PromptOp` → "prompt")."""
+    return str(op.model_fields["op"].default)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from core.protocol import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
     AuthMethodInfo,
+    DocumentedProvider,
     McpServerSummary,
     provider_wire,
 )
@@ -106,7 +107,7 @@ class ProviderEntry:
         )
 
 
-def _builtin(key: str, display_name: str, command: str, *args: str) -> ProviderEntry:
+def _builtin(key: DocumentedProvider, display_name: str, command: str, *args: str) -> ProviderEntry:
     return ProviderEntry(key=key, display_name=display_name, command=command, args=args)
 
 

@@ -82,23 +82,22 @@ class SessionRecord:
         return self.models.current if self.models is not None and self.models.current else None
 
     def snapshot(self) -> SessionSnapshot:
+        """The snapshot clients see: the record's fields of the same name, and the few it
+        computes (the provider's wire form, the model in use, what MCP servers it has)."""
+        copied = {name: getattr(self, name) for name in _COPIED}
         return SessionSnapshot(
-            id=self.id,
-            title=self.title,
+            **copied,
             provider=provider_wire(self.provider),
             model=self.current_model(),
-            cwd=self.cwd,
-            project_path=self.project_path,
-            worktree_path=self.worktree_path,
-            worktree_baseline=self.worktree_baseline,
-            policy=self.policy,
-            activity=self.activity,
-            models=self.models,
-            modes=self.modes,
-            config_options=self.config_options,
             mcp_servers=[server.summary() for server in self.mcp_servers],
-            context_window=self.context_window,
-            forked_from=self.forked_from,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )
+
+
+# The snapshot fields copied from the record by name; the others are computed above.
+_COPIED = tuple(
+    name
+    for name in SessionSnapshot.model_fields
+    if name not in ("provider", "model", "mcp_servers", "created_at", "updated_at")
+)

@@ -8,6 +8,7 @@ still get idempotent retry from the body's `request_id`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
@@ -44,6 +45,7 @@ from core.outcomes import (
     PromptAccepted,
 )
 from core.protocol import (
+    OP_TYPES,
     AnswerPermissionOp,
     CancelOp,
     EditQueuedOp,
@@ -64,6 +66,7 @@ from core.protocol import (
     SetModeOp,
     SetPermissionModeOp,
     SetSandboxOp,
+    op_tag,
 )
 from core.queue import QueueView
 from core.scopes import Scope
@@ -77,8 +80,18 @@ Route = Callable[..., Awaitable[Any]]
 
 
 T = TypeVar("T", bound=BaseModel)
-# The success status of each op (by its tag): what its resource route declares.
-_STATUS: dict[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OpRoute:
+    """What an op's resource route declares: its success status and the scope it needs."""
+
+    status: int
+    scope: Scope
+
+
+# Each op's route, by the op's tag (filled by `op_route`; every op of the union has one).
+OP_ROUTES: dict[str, OpRoute] = {}
 
 
 class OpCall:
@@ -92,7 +105,7 @@ class OpCall:
         self._response = response
 
     async def __call__(self, op: Op, outcome: type[T], request_id: str | None) -> T:
-        status = _STATUS[op.op]
+        status = OP_ROUTES[op.op].status
         result, headers = await self._dispatcher.dispatch(
             op,
             status,
@@ -114,8 +127,8 @@ def op_route(
     op: type[BaseModel], method: str, path: str, *, status: int = 200, scope: Scope = Scope.OPERATE
 ) -> Callable[[Route], Route]:
     """The resource route of `op`: `method path`, answering its outcome (the route's return
-    type) with `status`; `POST /v1/ops` answers the op with the same status."""
-    _STATUS[op.model_fields["op"].default] = status
+    type) with `status`, needing `scope`; `POST /v1/ops` answers the op alike."""
+    OP_ROUTES[op_tag(op)] = OpRoute(status, scope)
     return router.api_route(
         path,
         methods=[method],
@@ -124,31 +137,6 @@ def op_route(
         response_class=OpJSONResponse,
         openapi_extra=needs(scope),
     )
-
-
-_ANY_OUTCOME: Responses = {
-    200: {"description": "Outcome of answer_permission / set_* / rewind / queue edits"},
-    201: {"description": "new_session / fork: the session snapshot; queue_prompt: the item"},
-    202: {"description": "prompt / cancel accepted"},
-}
-
-
-@router.post(
-    "/ops",
-    responses=_ANY_OUTCOME,
-    status_code=200,
-    response_model=None,
-    response_class=OpJSONResponse,
-    openapi_extra=needs(PER_OP),
-)
-async def submit_op(op: Annotated[WireOp, Body()], request: Request, call: OpCallDep) -> BaseModel:
-    """Submit a bare protocol Op (`{"op":"prompt",…}`); same outcome as its resource route."""
-    request_id = getattr(op, "request_id", None)
-    if request_id is None and not isinstance(op, AnswerPermissionOp):
-        raw = await request.json()
-        if isinstance(raw, dict) and raw.get("request_id") is not None:
-            request_id = _REQUEST_ID.validate_python(raw["request_id"])
-    return await call(op, BaseModel, request_id)
 
 
 @op_route(NewSessionOp, "POST", "/sessions", status=201)
@@ -314,3 +302,35 @@ async def resume_queue(
     request_id = body.request_id if body else None
     op = ResumeQueueOp(session=session_id, request_id=request_id)
     return await call(op, QueueView, request_id)
+
+
+# Every op of the protocol's union has its resource route: `POST /v1/ops` answers each
+# with that route's status and needs that route's scope.
+_UNROUTED = {op_tag(op) for op in OP_TYPES} - set(OP_ROUTES)
+if _UNROUTED:
+    raise RuntimeError(f"ops without a resource route: {', '.join(sorted(_UNROUTED))}")
+
+
+_ANY_OUTCOME: Responses = {
+    200: {"description": "Outcome of answer_permission / set_* / rewind / queue edits"},
+    201: {"description": "new_session / fork: the session snapshot; queue_prompt: the item"},
+    202: {"description": "prompt / cancel accepted"},
+}
+
+
+@router.post(
+    "/ops",
+    responses=_ANY_OUTCOME,
+    status_code=200,
+    response_model=None,
+    response_class=OpJSONResponse,
+    openapi_extra=needs(PER_OP, {tag: route.scope for tag, route in OP_ROUTES.items()}),
+)
+async def submit_op(op: Annotated[WireOp, Body()], request: Request, call: OpCallDep) -> BaseModel:
+    """Submit a bare protocol Op (`{"op":"prompt",…}`); same outcome as its resource route."""
+    request_id = getattr(op, "request_id", None)
+    if request_id is None and not isinstance(op, AnswerPermissionOp):
+        raw = await request.json()
+        if isinstance(raw, dict) and raw.get("request_id") is not None:
+            request_id = _REQUEST_ID.validate_python(raw["request_id"])
+    return await call(op, BaseModel, request_id)

@@ -7,34 +7,27 @@ Redeeming a token or ticket is a conditional write, atomic under the single writ
 from __future__ import annotations
 
 import hmac
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from core.devices import Device as Device  # re-exported: defined in core, mapped here
 from core.scopes import Scope, parse_scopes, scopes_text
 from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
+from core.store.tables import aware
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
 _TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]
 _TICKETS = StreamTicketRow.__table__  # type: ignore[attr-defined]
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
-
-
 def _device(row: object) -> Device:
-    created = _aware(row.created_at)  # type: ignore[attr-defined]
-    assert created is not None
+    last_seen = row.last_seen  # type: ignore[attr-defined]
     return Device(
         id=row.id,  # type: ignore[attr-defined]
         name=row.name,  # type: ignore[attr-defined]
-        created_at=created,
-        last_seen=_aware(row.last_seen),  # type: ignore[attr-defined]
+        created_at=aware(row.created_at),  # type: ignore[attr-defined]
+        last_seen=aware(last_seen) if last_seen is not None else None,
         scopes=parse_scopes(row.scopes),  # type: ignore[attr-defined]
     )
 
@@ -153,8 +146,7 @@ class DeviceRepository:
         if row is None or not hmac.compare_digest(row.ticket_hash, ticket_hash):
             return None
         self._conn.execute(delete(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash))
-        expires_at = _aware(row.expires_at)
-        if expires_at is None or expires_at <= now:
+        if row.expires_at is None or aware(row.expires_at) <= now:
             return None
         return self.get(row.device_id)
 

@@ -4,7 +4,7 @@ models. Every schema change here needs an Alembic revision in migrations/version
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, Column, DateTime, Index, Integer, Text
 from sqlmodel import Field, SQLModel
@@ -12,6 +12,11 @@ from sqlmodel import Field, SQLModel
 # SQLite only aliases the rowid (and so gives a cheap monotonic key) for `INTEGER PRIMARY KEY`;
 # PostgreSQL needs a 64-bit identity. One column type serves both.
 BigIntKey = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def aware(moment: datetime) -> datetime:
+    """A stored moment as UTC: SQLite hands back naive datetimes; everything stored is UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class SessionRow(SQLModel, table=True):

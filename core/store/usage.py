@@ -10,13 +10,15 @@ Every schema change here needs an Alembic revision in migrations/versions/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Connection, DateTime, Float, Index, Text, func, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy import update as sql_update
 from sqlmodel import Field, SQLModel
+
+from core.store.tables import aware
 
 
 class TurnUsageRow(SQLModel, table=True):
@@ -93,11 +95,6 @@ class TurnUsageRecord:
     ended_at: datetime
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 class UsageRepository:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
@@ -172,8 +169,8 @@ class UsageRepository:
                 cost_currency=r.cost_currency,
                 context_used=r.context_used,
                 context_size=r.context_size,
-                started_at=_aware(r.started_at),
-                ended_at=_aware(r.ended_at),
+                started_at=aware(r.started_at),
+                ended_at=aware(r.ended_at),
             )
             for r in rows
         ]
