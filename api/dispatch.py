@@ -1,4 +1,4 @@
-"""The one op dispatcher behind `POST /v1/ops` and every resource endpoint (API.md §1, §3).
+"""The one op dispatcher behind `POST /v1/ops` and every resource endpoint (docs/api.md §1, §3).
 
 It submits the op to the engine through idempotent retry (core/idempotent.py: the first
 reply per device and request_id is kept for 24 h, a different body is 409). The route names
@@ -89,7 +89,7 @@ class OpDispatcher:
         answer is recorded as the device's (`device_name` names it)."""
         if not self.accepting:
             raise ShuttingDownError("the server is shutting down", retry_after=1)
-        # answer_permission's request_id names the permission, not a client retry (API.md §1).
+        # answer_permission's request_id names the permission, not a client retry (docs/api.md §1).
         key = None if isinstance(op, AnswerPermissionOp) else request_id
         actor = AnsweredBy(device_id=device_id, name=device_name)
         task = asyncio.create_task(self._run(op, status, device_id, key, actor), name=f"op:{op.op}")

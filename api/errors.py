@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _PRINTABLE_NO_PERCENT = [chr(c) for c in range(0x20, 0x7F) if chr(c) != "%"]
 
-# The HTTP status of each domain error (API.md §3).
+# The HTTP status of each domain error (docs/api.md §3).
 STATUS: dict[type[DomainError], int] = {
     DomainError: 400,
     SessionNotFoundError: 404,
@@ -239,7 +239,7 @@ def problem_class(code: str) -> type[Problem]:
 
 class FramedError(Exception):
     """A problem answered in one of the protocol's frame shapes (`kind` + `message`) on
-    top of the problem fields, e.g. `sessions_error` and `transcript_error` (API.md §4)."""
+    top of the problem fields, e.g. `sessions_error` and `transcript_error` (docs/api.md §4)."""
 
     def __init__(self, error: Problem, kind: str, fields: dict[str, Any]) -> None:
         super().__init__(error.message)

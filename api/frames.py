@@ -1,4 +1,4 @@
-"""The frames of `GET /v1/events` as models (API.md §6), for the OpenAPI document only.
+"""The frames of `GET /v1/events` as models (docs/api.md §6), for the OpenAPI document only.
 
 The stream builds its bytes directly (api/stream.py); these models describe each `data:`
 JSON so generated clients get types, discriminated on `kind` and, inside an `event` frame,

@@ -1,4 +1,4 @@
-"""The request guard: credentials first, then a bounded body (API.md §2, docs/security.md).
+"""The request guard: credentials first, then a bounded body (docs/api.md §2, docs/security.md).
 
 A pure ASGI middleware inside the Host allowlist and CORS. For `/v1/*` (except `POST /v1/pair`)
 it verifies the bearer before a single body byte is read, so an unauthenticated client can

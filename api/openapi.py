@@ -169,7 +169,7 @@ def _problem_schemas() -> dict[str, Any]:
     }
 
 
-# The protocol frame members a framed problem carries on top of the problem (API.md §4).
+# The protocol frame members a framed problem carries on top of the problem (docs/api.md §4).
 FRAME_MEMBERS: dict[str, dict[str, Any]] = {
     "sessions_error": {
         "kind": {"type": "string", "enum": ["sessions_error"]},

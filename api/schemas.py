@@ -1,7 +1,7 @@
-"""HTTP request and response bodies that are not protocol models (API.md §2–§4).
+"""HTTP request and response bodies that are not protocol models (docs/api.md §2–§4).
 
 Op bodies of resource endpoints carry the op's fields minus what the path names; they are
-turned into the protocol's Op models by the routes. Unknown fields are ignored (API.md §1).
+turned into the protocol's Op models by the routes. Unknown fields are ignored (docs/api.md §1).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 event feed; core/runtime.py) plus the op dispatcher and the server's readiness.
 
 Started and stopped by the app lifespan, never at import time.
-Shutdown order (ARCHITECTURE.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
+Shutdown order (docs/architecture.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
 turns, closes agents) → end streams → close the store → release the home.
 Periodic housekeeping runs under `supervise()`, owned by the lifespan.
 """

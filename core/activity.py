@@ -1,6 +1,6 @@
 """Revisioned activity projection and the live turn that owns parked inputs.
 
-Every semantic transition bumps the revision by exactly one (original-behaviour §4.1); the
+Every semantic transition bumps the revision by exactly one (docs/protocol.md §4.1); the
 functions here compute the next `SessionActivity`, the engine persists (CAS) and emits it.
 """
 
@@ -21,7 +21,7 @@ from core.protocol import (
 
 INTERRUPTED = "C2 stopped before the turn finished"
 
-# One global FIFO order for pending inputs across sessions (protocol: pending.sequence).
+# One global FIFO order for pending inputs across sessions (docs/protocol.md: pending.sequence).
 _sequence = itertools.count(1)
 
 

@@ -2,7 +2,7 @@
 permission requests are decided by policy or parked until a client answers.
 
 Each update's row and event commit in one transaction before any client sees the event
-(protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
+(docs/protocol.md: transcript_seq). Writes are queued without waiting so a fast agent is never paced
 by fsync; the writer commits them in order and in groups. An update the store cannot commit
 fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
 `failed` with a terminal error naming the cause (never a silent gap in the transcript).
@@ -101,7 +101,7 @@ class AgentFeed:
                 uow.emit(event_at(uow.parts.append(sid, "agent", part)))
 
         elif isinstance(update, UsageUpdate):
-            # Session-level state, not transcript content (protocol: context_window).
+            # Session-level state, not transcript content (docs/protocol.md: context_window).
             window = ContextWindow(used_tokens=update.used, context_window=update.size)
             self._live.record = self._live.record.evolve(context_window=window)
             record = self._live.record
@@ -231,7 +231,7 @@ class AgentFeed:
         live = self._live
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:
-            # Automatic decisions emit nothing and leave activity alone (§2.2).
+            # Automatic decisions emit nothing and leave activity alone (docs/protocol.md §2.2).
             answer = automatic_answer(decision, ask.options)
             if answer is not None or decision is Decision.DENY:
                 return answer
@@ -240,7 +240,8 @@ class AgentFeed:
         async with live.lock:
             turn = live.turn
             if turn is None or not turn.accepted:
-                return None  # no accepted turn to park in: answered cancelled (§5.1)
+                # No accepted turn to park in: answered cancelled (docs/protocol.md §5.1).
+                return None
             pending = PendingInput(
                 input_id=str(uuid.uuid4()),
                 title=ask.title,
@@ -249,7 +250,7 @@ class AgentFeed:
             )
             reply: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
             turn.parked[pending.input_id] = ParkedInput(pending=pending, reply=reply)
-            # Activity (awaiting_input) first, then the request itself (§5.1).
+            # Activity (awaiting_input) first, then the request itself (docs/protocol.md §5.1).
             request = PermissionRequest(
                 session=live.id,
                 request_id=pending.input_id,

@@ -1,7 +1,7 @@
 """Commits of a session's activity: the next revision (CAS-guarded) with its events in one
 transaction, and the write step recording how a parked permission was answered.
 
-Every semantic transition bumps the revision by exactly one (original-behaviour §4.1); the
+Every semantic transition bumps the revision by exactly one (docs/protocol.md §4.1); the
 caller holds the session's lock, so revisions are persisted and broadcast in order.
 """
 

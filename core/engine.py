@@ -152,7 +152,7 @@ class Engine:
         """Recover persisted in-flight activity as failed/interrupted (before any list).
 
         Unlike the original core we broadcast the recovery, so a client resuming its stream
-        after a restart also drops its stale running indicator (protocol: Durable activity).
+        after a restart also drops its stale running indicator (docs/protocol.md: Durable activity).
         """
 
         def recover(uow: UnitOfWork) -> int:
@@ -244,7 +244,7 @@ class Engine:
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))
-        if record is None or record.archived:  # a deleted session is gone (API.md §4)
+        if record is None or record.archived:  # a deleted session is gone (docs/api.md §4)
             raise SessionNotFoundError("no such session", session=session_id)
         return record.snapshot()
 

@@ -166,7 +166,7 @@ class McpUnsupportedError(DomainError):
     title = "MCP transport not supported by this agent"
 
 
-# -- worktrees (protocol.txt new_session, API.md §4) -------------------------------------------
+# -- worktrees (docs/protocol.md: Ops, new_session; docs/api.md §4) ---------------------------
 
 
 class WorktreeError(DomainError):
@@ -292,7 +292,7 @@ class RequestIdReusedError(DomainError):
     title = "request_id reused with a different body"
 
 
-# -- devices (API.md §2) -----------------------------------------------------------------------
+# -- devices (docs/api.md §2) ------------------------------------------------------------------
 
 
 class UnauthorizedError(DomainError):

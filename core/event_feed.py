@@ -1,4 +1,4 @@
-"""What an event stream reads from the durable log (API.md §6): the welcome snapshot with the
+"""What an event stream reads from the durable log (docs/api.md §6): the welcome snapshot with the
 log position it reflects, whether a resume position can be replayed (else a resync), and the
 events after a position, in batches (from the ring of recent events while it reaches back that
 far, else from the log), and each event's shared frame. api/stream.py orders and sends them.

@@ -1,4 +1,4 @@
-"""Idempotent retry of ops (API.md §1): the first reply per (device, request_id) is kept for
+"""Idempotent retry of ops (docs/api.md §1): the first reply per (device, request_id) is kept for
 24 h and answered again to a retry with the same body; a different body under a used
 request_id is refused (`request_id_reused`).
 

@@ -1,5 +1,6 @@
 """Session lifecycle: creation (cwd, worktree, agent spawn, receipt), deletion and worktree
-discard. Creation either commits a complete session or leaves nothing behind (§8.2).
+discard. Creation either commits a complete session or leaves nothing behind
+(docs/protocol.md §8.2).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class SessionLifecycle:
         try:
             return await self._create(op, device_id)
         except DomainError as exc:
-            # Creation errors are terminal, not session-scoped, and correlated (§3.6).
+            # Creation errors are terminal, not session-scoped, and correlated
+            # (docs/protocol.md §3.6).
             exc.session, exc.request_id = None, rid
             raise await self._reporter.reject(exc, terminal=True) from None
 
@@ -196,7 +198,7 @@ class SessionLifecycle:
 
 
 def resolve_cwd(raw: str) -> str:
-    """Empty → ".", relative → absolute, must be an existing directory (§8.2)."""
+    """Empty → ".", relative → absolute, must be an existing directory (docs/protocol.md §8.2)."""
     absolute = Path(raw.strip() or ".")
     try:
         absolute = absolute.expanduser()

@@ -1,7 +1,7 @@
 """In-memory state of a session loaded in this process: its record, agent, handler and turn.
 
 `LiveSession.lock` serialises every state change of one session (activity revisions, policy,
-model), so revisions are persisted and broadcast in order (original-behaviour §4.1).
+model), so revisions are persisted and broadcast in order (docs/protocol.md §4.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What each op returns to its initiating client besides the broadcast events (API.md §3, §4).
+"""What each op returns to its initiating client besides the broadcast events (docs/api.md §3, §4).
 
 The api layer maps each outcome type to a status code; the engine never sees HTTP.
 """

@@ -1,4 +1,4 @@
-"""Execution-policy decisions for ACP permission requests (original-behaviour §2.1–2.2).
+"""Execution-policy decisions for ACP permission requests (docs/protocol.md §2.1–2.2).
 
 The sandbox axis is a ceiling on *which tool kinds may be approved*: permission mediation,
 not OS isolation. The agent process itself runs with the server user's rights.
@@ -31,7 +31,7 @@ def kind_class(kind: str | None) -> str:
 
 
 def decide(policy: ExecutionPolicy, kind: str | None) -> Decision:
-    """The ceiling vetoes first, then the mode decides (original-behaviour §2.1)."""
+    """The ceiling vetoes first, then the mode decides (docs/protocol.md §2.1)."""
     cls = kind_class(kind)
     if policy.sandbox is SandboxPolicy.READ_ONLY and cls != "read":
         return Decision.DENY

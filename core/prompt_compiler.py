@@ -1,4 +1,4 @@
-"""The one prompt compiler behind both a real prompt and its preview (API.md §4): it reads the
+"""The one prompt compiler behind both a real prompt and its preview (docs/api.md §4): it reads the
 @chat context of referenced sessions from the store, then compiles off the event loop."""
 
 from __future__ import annotations

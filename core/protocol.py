@@ -1,4 +1,4 @@
-"""Wire-exact Op / Event / Part models of the c2 protocol (spec/protocol.txt, API.md).
+"""Wire-exact Op / Event / Part models of the c2 protocol (docs/protocol.md, docs/api.md).
 
 Owns the JSON shapes only: tagged unions, enums, snapshots. No I/O, no behaviour beyond
 (de)serialization. Optional event fields are omitted when absent, except where the protocol
@@ -62,7 +62,7 @@ DocumentedProvider: TypeAlias = Literal[
 ]
 BUILTIN_PROVIDERS: tuple[str, ...] = get_args(DocumentedProvider)
 # Serde spellings of the original core (a documented id with an underscore in it); accepted
-# on input, never emitted (API.md §3).
+# on input, never emitted (docs/api.md §3).
 ProviderAlias: TypeAlias = Literal["open_code", "z_code"]
 PROVIDER_ALIASES: dict[str, str] = {
     alias: alias.replace("_", "") for alias in get_args(ProviderAlias)
@@ -95,7 +95,7 @@ def provider_wire(key: str) -> str | dict[str, str]:
 
 
 # Echoed in the `Request-Id` header: printable, no control characters, no whitespace at
-# either end (HTTP forbids it there), so the answer to an op always arrives (API.md §1).
+# either end (HTTP forbids it there), so the answer to an op always arrives (docs/api.md §1).
 REQUEST_ID_PATTERN = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$"
 RequestId = Annotated[str, Field(min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)]
 SessionId = Annotated[str, Field(min_length=1, max_length=128)]
@@ -334,11 +334,11 @@ def op_tag(op: type[BaseModel]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Activity projection (protocol: Durable session activity)
+# Activity projection (docs/protocol.md: Durable session activity)
 
 
 def _absent_when_none() -> Any:
-    """An optional field the wire omits when it is None (activity states: API.md §5)."""
+    """An optional field the wire omits when it is None (activity states: docs/api.md §5)."""
     return Field(default=None, exclude_if=lambda value: value is None)
 
 
@@ -395,7 +395,7 @@ class SessionActivity(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------
-# Transcript parts (protocol: part union)
+# Transcript parts (docs/protocol.md: part union)
 
 
 class PromptPart(BaseModel):
@@ -600,7 +600,7 @@ class ForkedFrom(BaseModel):
 
 
 class SessionSnapshot(BaseModel):
-    """The session snapshot of API.md §5; optional fields are present as null."""
+    """The session snapshot of docs/api.md §5; optional fields are present as null."""
 
     id: str
     title: str
@@ -818,7 +818,7 @@ class Models(_Event):
     current: str
 
     def encode(self) -> str:
-        # ModelChoice.description is present as null (original-behaviour §1.6).
+        # ModelChoice.description is present as null (docs/protocol.md §1.6).
         return self.model_dump_json()
 
 
@@ -839,7 +839,7 @@ class ConfigOptions(_Event):
     options: list[ConfigOption]
 
     def encode(self) -> str:
-        # Choice descriptions and categories are present as null (original-behaviour §1.6).
+        # Choice descriptions and categories are present as null (docs/protocol.md §1.6).
         return self.model_dump_json()
 
 

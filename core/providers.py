@@ -1,4 +1,5 @@
-"""Provider registry: built-in launch specs, `$C2_HOME/providers.toml`, availability (API.md §7).
+"""Provider registry: built-in launch specs, `$C2_HOME/providers.toml`, availability
+(docs/api.md §7).
 
 Launch specs are argv lists from configuration only; nothing from a request ever becomes part of
 a command line, and nothing runs through a shell.

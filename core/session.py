@@ -1,4 +1,4 @@
-"""The durable session record (domain model) and its snapshot projection (API.md §5).
+"""The durable session record (domain model) and its snapshot projection (docs/api.md §5).
 
 Repositories in core/store return `SessionRecord`; the engine mutates copies and writes them
 back. Nothing here performs I/O.
@@ -44,7 +44,7 @@ class SessionRecord:
     cwd: str
     project_path: str | None = None
     title: str = DEFAULT_TITLE
-    title_origin: str = "default"  # default | automatic | manual (original-behaviour §8.3)
+    title_origin: str = "default"  # default | automatic | manual (docs/protocol.md §8.3)
     model: str | None = None
     worktree_path: str | None = None
     worktree_baseline: WorktreeBaseline | None = None

@@ -1,5 +1,5 @@
 """Per-session settings ops: the atomic two-axis execution policy, the model, the ACP session
-mode and agent config options (original-behaviour §2.3, §8.4). Each is validated, applied live,
+mode and agent config options (docs/protocol.md §2.3, §8.4). Each is validated, applied live,
 persisted, then broadcast.
 """
 
@@ -77,7 +77,8 @@ class SessionOptions:
         sandbox: SandboxPolicy | None,
         request_id: str | None,
     ) -> PolicyResult:
-        """Atomic two-axis write: persisted, applied live, then broadcast (§2.3)."""
+        """Atomic two-axis write: persisted, applied live, then broadcast
+        (docs/protocol.md §2.3)."""
         live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy

@@ -1,7 +1,7 @@
 """Owns background tasks: every task is named, kept, logged on failure and cancelled on close.
 
 No fire-and-forget `create_task` anywhere in the core: a task whose reference is dropped can
-be garbage-collected mid-flight and its exception is lost (ARCHITECTURE.md: Async).
+be garbage-collected mid-flight and its exception is lost (docs/architecture.md: Async).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Prompt turns: acceptance (prompt row + running revision + turn_started in one commit), the
 supervised turn task (revive, compile, lazy ACP session, prompt), its end, cancel and answers
-to parked permissions (protocol: turn_started, Durable session activity, Permission parking).
+to parked permissions (docs/protocol.md: Events, turn_started; Durable session activity;
+Permission parking).
 
 Longer than ~300 lines on purpose: every path that starts, ends or interrupts a turn is here,
 because the rules between them (one turn per session, a stale owner never ends a newer turn,
@@ -77,7 +78,7 @@ DISCARDED = (
 
 class TurnRunner:
     """Runs prompt turns: one supervised task per turn, which outlives the request that
-    started it (API.md §3); cancels them and answers the permissions parked in them."""
+    started it (docs/api.md §3); cancels them and answers the permissions parked in them."""
 
     def __init__(
         self,
@@ -160,7 +161,7 @@ class TurnRunner:
 
     async def _accept(self, live: LiveSession, turn: LiveTurn, op: PromptOp) -> int:
         """Commit the canonical prompt, the first running revision, title and turn_started in
-        one transaction (protocol: turn_started); returns the prompt's transcript seq."""
+        one transaction (docs/protocol.md: turn_started); returns the prompt's transcript seq."""
         canonical = canonical_text(op.doc)
         prompt_part = PromptPart(text=canonical, display=display_text(canonical))
         title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
@@ -340,7 +341,8 @@ class TurnRunner:
             turn = live.turn
             if turn is None:
                 return CancelResult(session=session_id, cancelled=False)
-            # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
+            # Drain every parked input (answered cancelled) before the provider cancel
+            # (docs/protocol.md §3.5).
             if turn.parked:
                 resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
                 await commit_activity(self._store, live, turn.state(), after=resolved)

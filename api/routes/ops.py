@@ -1,4 +1,4 @@
-"""Op endpoints (API.md §3): `POST /v1/ops` with a bare Op, and one resource endpoint per op.
+"""Op endpoints (docs/api.md §3): `POST /v1/ops` with a bare Op, and one resource endpoint per op.
 
 Both build the same protocol Op and hand it to the one dispatcher, so behaviour and responses
 are identical. `request_id` travels in the body; ops whose protocol model has no such field

@@ -1,4 +1,5 @@
-"""Session reads and removals (API.md §4): list, snapshot, delete, worktree, transcript, preview."""
+"""Session reads and removals (docs/api.md §4): list, snapshot, delete, worktree, transcript,
+preview."""
 
 from __future__ import annotations
 

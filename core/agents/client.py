@@ -1,4 +1,4 @@
-"""The ACP client side of one agent subprocess: `AgentProcess` (original-behaviour §9.1).
+"""The ACP client side of one agent subprocess: `AgentProcess` (docs/protocol.md §9.1).
 
 Spawns the agent in its own process group, speaks JSON-RPC through the SDK's `Connection`,
 delivers translated updates to the engine's `AgentHandler` in order, and guarantees that a
@@ -74,7 +74,8 @@ CLOSE_SESSION_TIMEOUT = 0.5  # session/close is a courtesy before ending the pro
 STDERR_SETTLE = 0.1  # after a failed request, how long its stderr may take to arrive
 AUTH_REQUIRED = -32000  # ACP's "authentication required" JSON-RPC error code
 CLIENT_CAPABILITIES: dict[str, Any] = {
-    "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
+    # fs is not offered (docs/protocol.md §9.1).
+    "fs": {"readTextFile": False, "writeTextFile": False},
     "terminal": False,
 }
 
@@ -161,7 +162,7 @@ class AgentProcess:
         body = result if isinstance(result, dict) else {}
         caps = body.get("agentCapabilities")
         caps = caps if isinstance(caps, dict) else {}
-        # Must be boolean true; "yes" and friends do not count (§9.1).
+        # Must be boolean true; "yes" and friends do not count (docs/protocol.md §9.1).
         self.supports_load_session = caps.get("loadSession") is True
         # sessionCapabilities.{resume,close}: `{}` means supported, absent/null means not.
         session_caps = caps.get("sessionCapabilities")

@@ -1,7 +1,7 @@
 """ACP JSON (as received) to domain values: session updates, permission asks, models, options.
 
 Works on raw decoded JSON rather than SDK models so that fields the SDK schema drops (session
-`models`) or coerces (`loadSession: "yes"`) are read exactly as original-behaviour §3.8/§8.4/§9.1
+`models`) or coerces (`loadSession: "yes"`) are read exactly as docs/protocol.md §3.8, §8.4, §9.1
 describe. Pure: no I/O; per-connection state lives in `UpdateTranslator`.
 """
 
@@ -93,7 +93,7 @@ class UpdateTranslator:
         return (entry[1] or entry[2]) if entry else None
 
     def translate(self, update: object) -> AgentUpdate | None:
-        """Domain form of one `update` object, or None when §3.8 drops it."""
+        """Domain form of one `update` object, or None when docs/protocol.md §3.8 drops it."""
         if not isinstance(update, dict):
             return None
         variant = update.get("sessionUpdate")
@@ -342,7 +342,8 @@ def _count(value: object) -> int | None:
 
 
 def parse_config_options(raw: object) -> list[ConfigOption]:
-    """Select-type options (a missing type counts as select), grouped choices flattened (§8.4)."""
+    """Select-type options (a missing type counts as select), grouped choices flattened
+    (docs/protocol.md §8.4)."""
     if not isinstance(raw, list):
         return []
     options: list[ConfigOption] = []

@@ -1,7 +1,7 @@
 """Domain values the ACP client hands to the engine: agent updates, permission asks, errors.
 
 Plain frozen dataclasses, no I/O. The ACP wire shapes never leave core/agents/; the engine only
-sees these (original-behaviour §3.8, §1.9).
+sees these (docs/protocol.md §3.8, §1.9).
 """
 
 from __future__ import annotations

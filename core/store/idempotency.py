@@ -1,4 +1,4 @@
-"""Idempotency records: the first outcome of an op per (device, request_id) (API.md §1)."""
+"""Idempotency records: the first outcome of an op per (device, request_id) (docs/api.md §1)."""
 
 from __future__ import annotations
 

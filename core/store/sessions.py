@@ -1,7 +1,7 @@
 """Session repository: maps `sessions` rows to `SessionRecord` and back.
 
 Activity writes are revision-aware (compare-and-set on the stored revision) so a stale writer
-can never roll a session's activity backwards (protocol: Durable session activity).
+can never roll a session's activity backwards (docs/protocol.md: Durable session activity).
 """
 
 from __future__ import annotations

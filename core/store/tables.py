@@ -53,7 +53,7 @@ class SessionRow(SQLModel, table=True):
 
 
 class PartRow(SQLModel, table=True):
-    """One transcript row; `seq` is per session, contiguous from 0 (original-behaviour §6.2)."""
+    """One transcript row; `seq` is per session, contiguous from 0 (docs/protocol.md §6.2)."""
 
     __tablename__ = "parts"
 
@@ -84,7 +84,7 @@ class EventRow(SQLModel, table=True):
 
 
 class IdempotencyRow(SQLModel, table=True):
-    """First outcome of an op per (device, request_id), replayed on retry (API.md §1)."""
+    """First outcome of an op per (device, request_id), replayed on retry (docs/api.md §1)."""
 
     __tablename__ = "idempotency"
 

@@ -2,7 +2,7 @@
 
 The sync functions do the git work; the engine awaits the `*_async` wrappers, which run them
 in a worker thread under one asyncio.Lock per repository, because GitPython has no worktree
-API and concurrent `git worktree add` on one repository races (ARCHITECTURE.md §Seams).
+API and concurrent `git worktree add` on one repository races (docs/architecture.md §Seams).
 """
 
 from __future__ import annotations

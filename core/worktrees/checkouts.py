@@ -2,7 +2,7 @@
 
 Synchronous and blocking (git subprocesses); callers serialise per repository (see
 core.worktrees). A failed creation leaves no directory, branch or worktree registration
-behind, or says exactly what was kept and where (original-behaviour.md §8.2, §9.3).
+behind, or says exactly what was kept and where (docs/protocol.md §8.2, §9.3).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _fresh_baseline(repo: git.Repo, base: WorktreeBase, expected: str | None) ->
         baseline = resolve_in_repo(repo, base)
     except WorktreeError as exc:
         raise WorktreeError(_CREATE + exc.message) from None
-    if expected is None:  # older clients keep click-time resolution (protocol.txt)
+    if expected is None:  # older clients keep click-time resolution (docs/protocol.md)
         return baseline
     want = expected.strip().lower()
     if len(want) < MIN_PIN_LENGTH or not re.fullmatch(r"[0-9a-f]+", want):

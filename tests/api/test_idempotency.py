@@ -1,4 +1,4 @@
-"""Idempotent retry of ops (API.md §1) through the real app and engine, over ASGITransport."""
+"""Idempotent retry of ops (docs/api.md §1) through the real app and engine, over ASGITransport."""
 
 from __future__ import annotations
 

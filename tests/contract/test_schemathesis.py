@@ -56,12 +56,12 @@ schema.config.generation.update(
     with_security_parameters=False,
 )
 # 501 not_implemented and 503 provider_unavailable / capacity / store_unavailable are
-# contract answers (API.md §3), not crashes; every other 5xx still fails the run.
+# contract answers (docs/api.md §3), not crashes; every other 5xx still fails the run.
 schema.config.checks.not_a_server_error = NotAServerErrorConfig(
     expected_statuses=["2xx", "3xx", "4xx", "501", "503"]
 )
 # The contract itself rejects some schema-valid input on meaning (422 invalid_cwd /
-# unknown_provider, 400 transcript cursors; API.md §3-§4), so "valid data is accepted" is off.
+# unknown_provider, 400 transcript cursors; docs/api.md §3-§4), so "valid data is accepted" is off.
 schema.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(enabled=False)
 # An oversized invalid body is refused before it is parsed: 413 payload_too_large is a
 # rejection too (docs/security.md).

@@ -11,7 +11,7 @@ from tests.e2e.harness import C2Process, Client, EventReader
 MODES = ["ask", "accept_edits", "yolo"]
 SANDBOXES = ["read_only", "workspace_write", "danger_full_access"]
 KINDS = {"read": "read", "mutating": "edit", "unknown": "other"}
-# The decision table of original-behaviour §2.1: A allow, D deny, ? ask.
+# The decision table of docs/protocol.md §2.1: A allow, D deny, ? ask.
 TABLE = {
     ("ask", "read_only"): "?DD",
     ("ask", "workspace_write"): "??D",

@@ -1,4 +1,5 @@
-"""ACP session/update, permission, model and config-option translation (§3.8, §8.4)."""
+"""ACP session/update, permission, model and config-option translation (docs/protocol.md
+§3.8, §8.4)."""
 
 from __future__ import annotations
 

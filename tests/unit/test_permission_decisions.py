@@ -1,4 +1,4 @@
-"""The 27-cell permission decision (original-behaviour §2.1) at the cheapest level: the pure
+"""The 27-cell permission decision (docs/protocol.md §2.1) at the cheapest level: the pure
 table, and each cell through the real session handler with a scripted in-process agent
 (allowed and denied asks are answered without a trace, asked ones park until answered)."""
 

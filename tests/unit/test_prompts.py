@@ -80,7 +80,7 @@ def test_prompts_display_text_is_bounded_to_400_scalars() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Titles (original-behaviour §8.3)
+# Titles (docs/protocol.md §8.3)
 
 
 @pytest.mark.parametrize(
