@@ -37,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy core api
+	$(BIN)/mypy core api tests
 
 test: lint typecheck $(NPM_STAMP) web browser
 	$(BIN)/pytest -q

@@ -47,7 +47,7 @@ class OpJSONResponse(JSONResponse):
         return json_bytes(content)
 
 
-class KeptReply(Exception):
+class KeptReply(Exception):  # noqa: N818 - a reply, not an error (replays are answers too)
     """An op's reply answered exactly as it is kept: a problem, or a replay."""
 
     def __init__(self, reply: Reply, headers: dict[str, str]) -> None:

@@ -117,7 +117,7 @@ STATUS: dict[type[DomainError], int] = {
 }
 
 
-class HttpProblem(Exception):
+class HttpProblem(Exception):  # noqa: N818 - a problem (RFC 9457), as the subclasses' codes
     """A problem only the HTTP layer reports; unlike a DomainError it knows its status."""
 
     code: str = "http_error"

@@ -88,7 +88,7 @@ class Services:
                 await asyncio.wait_for(self.engine.shutdown(), timeout=max(grace, 1.0) * 2)
             except Exception:
                 log.exception("engine shutdown failed")
-            self.bus.close_all("server shutting down")
+            self.bus.close_all()
 
     async def close(self) -> None:
         """Drain, persist batched state, close the store."""

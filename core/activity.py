@@ -26,11 +26,14 @@ _sequence = itertools.count(1)
 
 
 def next_sequence() -> int:
+    """The next pending-input sequence number (process-wide, increasing)."""
     return next(_sequence)
 
 
 @dataclass
 class ParkedInput:
+    """A permission request parked on a turn and the future its answer resolves."""
+
     pending: PendingInput
     reply: asyncio.Future[str | None]
 
@@ -48,6 +51,7 @@ class LiveTurn:
     task: asyncio.Task[None] | None = None  # the supervised task running the turn
 
     def pending(self) -> list[PendingInput]:
+        """The parked inputs, oldest first."""
         return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)
 
     def state(self) -> RunningState | AwaitingInputState:
@@ -77,4 +81,5 @@ def advance(
 
 
 def is_busy(activity: SessionActivity) -> bool:
+    """Whether a turn runs (`running` or `awaiting_input`)."""
     return activity.state.kind in ("running", "awaiting_input")

@@ -49,12 +49,16 @@ def digest(secret: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PairedDevice:
+    """A device just created: its id and its bearer (shown once)."""
+
     device_id: str
     bearer: str
 
 
 @dataclass(frozen=True, slots=True)
 class StreamTicket:
+    """A single-use stream ticket and how many seconds it lives."""
+
     ticket: str
     expires_in: int
 

@@ -91,4 +91,5 @@ class EventRing:
 
     @property
     def size_bytes(self) -> int:
+        """The encoded size of the events held."""
         return self._bytes

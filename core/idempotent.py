@@ -40,6 +40,7 @@ class KeyedLocks:
 
     @asynccontextmanager
     async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        """Hold `key`'s lock for the block (waiting for whoever holds it)."""
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:

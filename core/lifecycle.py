@@ -75,6 +75,8 @@ class SessionLifecycle:
         self._queue = queue
 
     async def new_session(self, op: NewSessionOp, device_id: str | None = None) -> SessionSnapshot:
+        """Create a session (`device_id` lends its default budget); its snapshot, or a
+        terminal error broadcast and raised."""
         rid = op.request_id
         try:
             return await self._create(op, device_id)
@@ -169,6 +171,7 @@ class SessionLifecycle:
         await self._queue.forget(session_id)
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
+        """Remove the session's worktree for good (refused while a turn runs)."""
         live = await self._live.load(session_id)
         async with live.lock:
             if live.turn is not None:

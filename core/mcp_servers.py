@@ -87,6 +87,7 @@ def require_supported(servers: Iterable[McpServer], *, http: bool, sse: bool) ->
 
 
 def dump_mcp_servers(servers: Sequence[McpServer]) -> list[dict[str, Any]]:
+    """The servers in ACP's wire shape (secrets included: for the agent and the store)."""
     return [server.acp() for server in servers]
 
 

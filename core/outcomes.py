@@ -64,6 +64,7 @@ class TranscriptPage(BaseModel):
     snapshot_through: int | None
 
     def wire(self) -> dict[str, Any]:
+        """The page as sent: each entry's part in its wire form."""
         data = self.model_dump(mode="json")
         data["entries"] = [
             {

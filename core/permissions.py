@@ -16,6 +16,8 @@ EDIT_KINDS = frozenset({"edit", "delete", "move"})
 
 
 class Decision(StrEnum):
+    """What the policy makes of a permission request."""
+
     ALLOW = "allow"
     DENY = "deny"
     ASK = "ask"

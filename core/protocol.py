@@ -391,6 +391,7 @@ class SessionActivity(BaseModel):
     state: RunState = Field(default_factory=IdleState)
 
     def wire(self) -> dict[str, Any]:
+        """The wire form as a dict."""
         return self.model_dump(mode="json")
 
 
@@ -622,6 +623,7 @@ class SessionSnapshot(BaseModel):
     updated_at: Timestamp
 
     def wire(self) -> dict[str, Any]:
+        """The wire form as a dict."""
         return self.model_dump(mode="json")
 
 
@@ -800,6 +802,7 @@ class BudgetExceeded(_Event):
     used: BudgetUsed
 
     def encode(self) -> str:
+        """Wire JSON; absent optional fields are present as null here."""
         # An absent limit is present as null.
         return self.model_dump_json()
 
@@ -818,6 +821,7 @@ class Models(_Event):
     current: str
 
     def encode(self) -> str:
+        """Wire JSON; absent optional fields are present as null here."""
         # ModelChoice.description is present as null (docs/protocol.md §1.6).
         return self.model_dump_json()
 
@@ -829,6 +833,7 @@ class Modes(_Event):
     current: str
 
     def encode(self) -> str:
+        """Wire JSON; absent optional fields are present as null here."""
         # ModeChoice.description is present as null, like models'.
         return self.model_dump_json()
 
@@ -839,6 +844,7 @@ class ConfigOptions(_Event):
     options: list[ConfigOption]
 
     def encode(self) -> str:
+        """Wire JSON; absent optional fields are present as null here."""
         # Choice descriptions and categories are present as null (docs/protocol.md §1.6).
         return self.model_dump_json()
 
@@ -877,6 +883,7 @@ class QueueChanged(_Event):
     items: list[QueueItem]
 
     def encode(self) -> str:
+        """Wire JSON; absent optional fields are present as null here."""
         return self.model_dump_json()  # an item's request_id is present as null
 
 
@@ -955,4 +962,3 @@ Event = Annotated[
     | WebhookDisabled,
     Field(discriminator="event"),
 ]
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

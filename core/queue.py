@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]
 
 
-class QueueView(BaseModel):
+class QueueView(BaseModel):  # noqa: D101 - wire model: a docstring becomes its OpenAPI description
     session: str
     paused: bool
     pause_reason: str | None
@@ -92,6 +92,8 @@ class FollowUpQueue:
     # -- ops ----------------------------------------------------------------------------------
 
     async def append(self, op: QueuePromptOp) -> QueueItem:
+        """Append a prompt to the session's queue; it starts now if the session is idle and the
+        queue not paused."""
         live = await self._live.load(op.session, op.request_id)
         item_id = str(uuid.uuid4())
         doc_json = _doc_json(op.doc)
@@ -109,6 +111,7 @@ class FollowUpQueue:
         return item
 
     async def view(self, session: str) -> QueueView:
+        """The session's queue: waiting items in order, and whether (and why) it is paused."""
         live = await self._live.load(session)
 
         def read(r: ReadUnit) -> QueueView:
@@ -122,6 +125,7 @@ class FollowUpQueue:
         return await self._store.read(read)
 
     async def edit(self, op: EditQueuedOp) -> QueueItem:
+        """Replace the doc of a waiting item; QueueItemNotFoundError once it ran or left."""
         live = await self._live.load(op.session, op.request_id)
         doc_json = _doc_json(op.doc)
 
@@ -140,6 +144,7 @@ class FollowUpQueue:
         return await self._store.write(write)
 
     async def remove(self, op: RemoveQueuedOp) -> QueueView:
+        """Remove a waiting item; the queue as it now is."""
         live = await self._live.load(op.session, op.request_id)
 
         def write(uow: UnitOfWork) -> None:
@@ -159,6 +164,7 @@ class FollowUpQueue:
         return view
 
     async def resume(self, op: ResumeQueueOp) -> QueueView:
+        """Unpause the queue and start its next item if the session is idle."""
         live = await self._live.load(op.session, op.request_id)
         await self._store.write(lambda uow: QueueRepository(uow.conn).resume(live.id))
         await self.advance(live)
@@ -204,6 +210,8 @@ class FollowUpQueue:
         self._queued_turns.add(accepted.turn_id)
 
     async def pause(self, session: str, reason: PauseReason) -> None:
+        """Pause the session's queue for `reason` and announce it."""
+
         def write(uow: UnitOfWork) -> None:
             QueueRepository(uow.conn).pause(session, reason, utcnow())
             uow.emit(QueuePaused(session=session, reason=reason))
@@ -242,6 +250,7 @@ class FollowUpQueue:
             log.exception("the follow-up queue of %s could not go on", live.id)
 
     async def close(self) -> None:
+        """Stop the queue's tasks (server shutdown)."""
         await self._tasks.close()
 
     def parked(self, live: LiveSession, turn: LiveTurn) -> None:
@@ -264,5 +273,6 @@ class FollowUpQueue:
         self._waiting.update(await self._store.write(write))
 
     async def forget(self, session: str) -> None:
+        """Drop the session's queue (it was deleted)."""
         self._waiting.discard(session)
         await self._store.write(lambda uow: QueueRepository(uow.conn).forget(session))

@@ -29,6 +29,7 @@ DEFAULT_TITLE = "Untitled session"
 
 
 def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
 
 
@@ -39,6 +40,8 @@ def rfc3339(moment: datetime) -> str:
 
 @dataclass(frozen=True)
 class SessionRecord:
+    """A session as the store keeps it; copies are changed with `evolve`."""
+
     id: str
     provider: str  # registry key: "codex" or "custom:NAME"
     cwd: str

@@ -107,6 +107,8 @@ class TurnRunner:
         self._escalations: set[str] = set()  # turn ids with a cancel deadline running
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
+        """Start a turn: checks, then the prompt row, the running activity and `turn_started`
+        in one commit; the turn runs in a task of its own."""
         rid = op.request_id
         try:
             live = await self._live.load(op.session, rid)
@@ -336,6 +338,8 @@ class TurnRunner:
         return preview.prompt
 
     async def cancel(self, session_id: str) -> CancelResult:
+        """Cancel the running turn: parked permissions answered cancelled, the agent told;
+        `cancelled` is false when no turn runs."""
         live = await self._live.load(session_id)
         async with live.lock:
             turn = live.turn

@@ -63,6 +63,7 @@ def is_over(budget: Budget, cost: float, tokens: int) -> bool:
 
 
 def limit_of(budget: Budget) -> BudgetLimit:
+    """A budget's limits in wire form."""
     return BudgetLimit(max_cost=budget.max_cost, max_tokens=budget.max_tokens)
 
 
@@ -111,6 +112,8 @@ class UsageStep:
         self.crossing: Crossing | None = None
 
     def __call__(self, uow: UnitOfWork) -> None:
+        """Record the report on the turn's usage row (in the update's transaction) and check
+        the session's budget."""
         self.crossing = None
         if self.turn_id is None:
             return  # a report outside any turn (none is known to happen) is nobody's usage
@@ -133,6 +136,7 @@ class UsageStep:
         self.crossing = check_budget(uow, self._live.id, self.turn_id)
 
     def committed(self, future: asyncio.Future[None]) -> None:
+        """Once the write committed, act on a budget it crossed."""
         if future.cancelled() or future.exception() is not None or self.crossing is None:
             return
         self._ledger.act(self._live, self.crossing)
@@ -323,6 +327,7 @@ def _limits(budget: Budget) -> tuple[float | None, int | None, str]:
 
 
 def budget_wire(budget: Budget) -> dict[str, Any]:
+    """A budget as the budget routes answer it."""
     return {"max_cost": budget.max_cost, "max_tokens": budget.max_tokens, "action": budget.action}
 
 

@@ -22,7 +22,7 @@ from acp.exceptions import RequestError
 from core.agents.port import LaunchSpec, ProcessRegistry
 from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
 from core.agents.translate import (
-    InvalidParams,
+    InvalidParamsError,
     UpdateTranslator,
     parse_auth_methods,
     parse_config_options,
@@ -443,7 +443,7 @@ class AgentProcess:
             raise RequestError(-32601, f"method not found: {method}", {"method": method})
         try:
             ask = self._translator.permission_ask(params)
-        except InvalidParams as exc:
+        except InvalidParamsError as exc:
             raise RequestError(-32602, f"invalid params: {exc}") from None
         await self._delivered()  # the engine sees the lead-up before the question
         try:

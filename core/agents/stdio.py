@@ -75,6 +75,7 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited = asyncio.Event()
 
     def process_exited(self) -> None:
+        """Mark the process exited (without waiting for its pipes to close)."""
         super().process_exited()
         self.exited.set()
 

@@ -113,6 +113,8 @@ def check_subscription(body: dict[str, Any]) -> tuple[str, str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Notification:
+    """One push to send: its payload, its topic (a newer push replaces it) and urgency."""
+
     payload: dict[str, Any]
     topic: str
     urgency: str
@@ -140,6 +142,7 @@ class PushService:
 
     @property
     def vapid(self) -> Vapid02:
+        """The server's VAPID key pair (created in the home on first use)."""
         if self._vapid is None:
             self.start()
         assert self._vapid is not None
@@ -153,6 +156,7 @@ class PushService:
         return _b64url(raw)
 
     async def subscribe(self, device_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Record a browser's push subscription for `device_id`; its wire form."""
         endpoint, p256dh, auth = check_subscription(body)
         sub = PushSubscription(
             id=hashlib.sha256(endpoint.encode("utf-8")).hexdigest()[:32],
@@ -165,6 +169,7 @@ class PushService:
         return {"id": sub.id, "endpoint": endpoint, "device_id": device_id}
 
     async def subscriptions(self, device_id: str) -> list[dict[str, Any]]:
+        """The push subscriptions of `device_id`."""
         subs = await self._store.read(lambda r: WebhookRepository(r.conn).push_subscriptions())
         return [
             {"id": s.id, "endpoint": s.endpoint, "device_id": s.device_id}
@@ -190,6 +195,7 @@ class PushService:
                 self._wake.set()
 
     async def run(self) -> None:
+        """Send pushes as events ask for them, until cancelled."""
         limits = httpx.Limits(max_connections=CONCURRENCY)
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=5.0),

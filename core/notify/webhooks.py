@@ -150,10 +150,12 @@ class WebhookService:
         return await self._store.write(write)
 
     async def all(self) -> list[dict[str, Any]]:
+        """Every webhook (secrets never included)."""
         hooks = await self._store.read(lambda r: WebhookRepository(r.conn).all())
         return [hook.wire() for hook in hooks]
 
     async def get(self, hook_id: str) -> dict[str, Any]:
+        """One webhook; WebhookNotFoundError when there is none."""
         hook = await self._store.read(lambda r: WebhookRepository(r.conn).get(hook_id))
         if hook is None:
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
@@ -173,6 +175,7 @@ class WebhookService:
         return hook.wire()
 
     async def delete(self, hook_id: str) -> None:
+        """Delete a webhook and its delivery log."""
         if not await self._store.write(lambda uow: WebhookRepository(uow.conn).delete(hook_id)):
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
 
@@ -184,6 +187,8 @@ class WebhookService:
         )
 
     async def deliveries(self, hook_id: str, limit: int) -> list[dict[str, Any]]:
+        """A webhook's latest deliveries, newest first."""
+
         def read(r: Any) -> list[dict[str, Any]] | None:
             repo = WebhookRepository(r.conn)
             if repo.get(hook_id) is None:
@@ -224,6 +229,7 @@ class WebhookDispatcher:
             self._wake.set()
 
     async def run(self) -> None:
+        """Deliver pending webhook deliveries with retries and backoff, until cancelled."""
         timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
         limits = httpx.Limits(max_connections=self._concurrency)
         async with httpx.AsyncClient(

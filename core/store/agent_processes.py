@@ -18,6 +18,8 @@ _PROCS = AgentProcessRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True)
 class AgentProcessRecord:
+    """An agent process c2 started: enough to find it again after a crash."""
+
     pid: int
     pgid: int
     start_time: int
@@ -26,6 +28,8 @@ class AgentProcessRecord:
 
 
 class AgentProcessRepository:
+    """The agent processes recorded as running."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -50,11 +54,13 @@ class AgentProcessRepository:
         )
 
     def list(self) -> list[AgentProcessRecord]:
+        """Every recorded process, by pid."""
         rows = self._conn.execute(select(_PROCS).order_by(_PROCS.c.pid)).all()
         return [
             AgentProcessRecord(r.pid, r.pgid, r.start_time, r.boot_id, r.session_id) for r in rows
         ]
 
     def clear(self) -> int:
+        """Forget every recorded process; how many there were."""
         result = self._conn.execute(delete(_PROCS))
         return int(result.rowcount or 0)

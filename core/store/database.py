@@ -28,8 +28,8 @@ from core.notify.payloads import WEBHOOK_EVENTS
 from core.protocol import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
-from core.store.events import CommittedEvent, EventLog, encode_event
-from core.store.faults import StoreUnavailableError, describe, is_transient
+from core.store.events import CommittedEvent, EventLog
+from core.store.faults import StoreWriteError, describe, is_transient
 from core.store.idempotency import IdempotencyRepository
 from core.store.ownership import claim_database, owner_label, reader_label
 from core.store.parts import PartRepository
@@ -79,7 +79,7 @@ class UnitOfWork:
     def emit(self, ev: Event) -> None:
         """Append `ev` to the event log in this transaction, with the webhook deliveries it
         needs (the outbox: committed, or not, together with the event)."""
-        payload = encode_event(ev)
+        payload = ev.encode()
         notify = ev if ev.event in WEBHOOK_EVENTS else None
         if self._buffer is None:
             committed = self.events.append_encoded(ev.session, payload)
@@ -167,7 +167,7 @@ class Store:
     The writer survives database trouble: a write the database cannot take right now (lost
     connection, lock held elsewhere, full or read-only disk) is rolled back and retried on a
     new connection with back-off, until it commits or its deadline passes; only then does it
-    fail, with StoreUnavailableError naming the cause. Meanwhile `unavailable()` says why the
+    fail, with StoreWriteError naming the cause. Meanwhile `unavailable()` says why the
     store cannot commit (readiness). With `exclusive`, every writer connection first takes the
     database's owner lock (PostgreSQL; see ownership.py).
     """
@@ -270,12 +270,12 @@ class Store:
         order, so a producer may stream writes and await only the last one (group commit).
 
         A write the database cannot take is retried for `retry_seconds` (the store's unless
-        given), then fails with StoreUnavailableError; a `patient` write is retried until the
+        given), then fails with StoreWriteError; a `patient` write is retried until the
         store closes (a state that must land, such as the end of a turn)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         if not self._writer.is_alive():
-            raise StoreUnavailableError("the store writer is not running")
+            raise StoreWriteError("the store writer is not running")
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
@@ -349,9 +349,15 @@ class Store:
                 with contextlib.suppress(Exception):
                     conn.close()
 
-    def _commit(self, conn: Connection | None, batch: list[_Job[Any]]) -> Connection | None:
+    def _commit(  # noqa: C901
+        self, conn: Connection | None, batch: list[_Job[Any]]
+    ) -> Connection | None:
         """Commit `batch` in order, one transaction (group commit); settle every job as
-        committed or failed. Returns the writer's connection (None while it has none)."""
+        committed or failed. Returns the writer's connection (None while it has none).
+
+        One retry loop, kept whole (hence its complexity): its outcomes, a commit whose
+        result is unknown, a transient failure retried, a write's own failure replayed job by
+        job, are easier to check against each other in one place than across helpers."""
         pending = batch
         delay = RETRY_BACKOFF[0]
         # A COMMIT whose outcome is unknown: its events and the counters it left.
@@ -448,7 +454,7 @@ class Store:
             expired = [job for job in pending if closing or job.deadline <= now]
         if expired:
             reason = "the store is closing" if closing else "gave up retrying"
-            self._fail(expired, StoreUnavailableError(f"{self._failing}; {reason}"))
+            self._fail(expired, StoreWriteError(f"{self._failing}; {reason}"))
             pending = [job for job in pending if job not in expired]
         if pending:
             self._closing.wait(delay)
@@ -531,9 +537,11 @@ class Store:
         return await loop.run_in_executor(self._readers, self.read_sync, fn)
 
     def read_sync(self, fn: Callable[[ReadUnit], T]) -> T:
+        """Run `fn` in a read transaction on the calling thread (start-up and tools)."""
         with self._reader_engine.connect() as conn, conn.begin():
             return fn(ReadUnit(conn))
 
 
 def sqlite_url(home: Path) -> str:
+    """The URL of the home's SQLite database."""
     return f"sqlite:///{home / 'c2.db'}"

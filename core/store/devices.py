@@ -33,6 +33,8 @@ def _device(row: object) -> Device:
 
 
 class DeviceRepository:
+    """Devices, pairing tokens and stream tickets."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -46,6 +48,7 @@ class DeviceRepository:
         now: datetime,
         scopes: frozenset[Scope],
     ) -> Device:
+        """Insert a device with its bearer's hash."""
         self._conn.execute(
             insert(_DEVICES).values(
                 id=device_id,
@@ -68,10 +71,12 @@ class DeviceRepository:
         return _device(row)
 
     def get(self, device_id: str) -> Device | None:
+        """A device by id, None when unknown."""
         row = self._conn.execute(select(_DEVICES).where(_DEVICES.c.id == device_id)).first()
         return _device(row) if row is not None else None
 
     def all(self) -> list[Device]:
+        """Every device, oldest first."""
         rows = self._conn.execute(
             select(_DEVICES).order_by(_DEVICES.c.created_at, _DEVICES.c.id)
         ).all()
@@ -100,6 +105,7 @@ class DeviceRepository:
     def add_pairing_token(
         self, token_hash: str, now: datetime, expires_at: datetime, scopes: frozenset[Scope]
     ) -> None:
+        """Insert a pairing token's hash with its lifetime and the scopes it grants."""
         self._conn.execute(
             insert(_TOKENS).values(
                 token_hash=token_hash,
@@ -132,6 +138,7 @@ class DeviceRepository:
     # -- stream tickets ------------------------------------------------------------------------
 
     def add_ticket(self, ticket_hash: str, device_id: str, expires_at: datetime) -> None:
+        """Insert a stream ticket's hash for `device_id`."""
         self._conn.execute(
             insert(_TICKETS).values(
                 ticket_hash=ticket_hash, device_id=device_id, expires_at=expires_at

@@ -16,6 +16,8 @@ RETENTION = timedelta(hours=24)
 
 @dataclass(frozen=True)
 class IdempotencyRecord:
+    """A kept reply: the op's fingerprint, the reply's status and body, when."""
+
     op_hash: str
     status: int
     body_json: str
@@ -23,6 +25,8 @@ class IdempotencyRecord:
 
 
 class IdempotencyRepository:
+    """Kept replies by (device, request_id)."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -40,6 +44,7 @@ class IdempotencyRepository:
         return IdempotencyRecord(row.op_hash, row.status, row.body_json, row.created_at)
 
     def put(self, device_id: str, request_id: str, op_hash: str, status: int, body: str) -> None:
+        """Keep a reply (replacing an expired one of the same key)."""
         self._conn.execute(
             delete(_IDEM).where(_IDEM.c.device_id == device_id, _IDEM.c.request_id == request_id)
         )
@@ -55,5 +60,6 @@ class IdempotencyRepository:
         )
 
     def prune(self) -> int:
+        """Delete replies past the retention; how many."""
         result = self._conn.execute(delete(_IDEM).where(_IDEM.c.created_at < utcnow() - RETENTION))
         return int(result.rowcount or 0)

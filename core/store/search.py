@@ -117,11 +117,13 @@ class DocWriter:
         self._deferred: list[dict[str, Any]] = []
 
     def flush(self) -> None:
+        """Send the deferred inserts (PostgreSQL: one executemany)."""
         if self._deferred:
             self._sql.many(_PG_INSERT, self._deferred)
             self._deferred = []
 
     def insert(self, session: str, seq: int | None, kind: str, key: str | None, body: str) -> None:
+        """Index one document (nothing when its body holds no term)."""
         tokens = tokenize(body)
         if not tokens.terms:
             return  # nothing a query could find
@@ -147,6 +149,7 @@ class DocWriter:
             self._sql.run(_PG_INSERT, values | {"tsv": tokens.tsvector()})
 
     def delete(self, doc_id: int, session: str, body: str) -> None:
+        """Remove a document from the index."""
         if self._sql.sqlite:
             # A contentless FTS5 row is removed by restating what it indexed.
             tokens = tokenize(body)
@@ -172,6 +175,7 @@ class DocWriter:
         return None if not rows else (int(rows[0][0]), rows[0][1], str(rows[0][2]))
 
     def move(self, doc_id: int, seq: int) -> None:
+        """Point a document at another transcript row."""
         self._sql.run("UPDATE search_docs SET seq = :q WHERE id = :id", {"q": seq, "id": doc_id})
 
     def set_title(self, session: str, title: str) -> None:
@@ -193,6 +197,7 @@ class SearchWriter:
         self._queued = queued
 
     def row(self, session: str, seq: int, role: str, part: Part) -> None:
+        """Index a new transcript row (text parts join their message's document)."""
         self._step((session, seq, role, part))
 
     def turn_ended(self, session: str) -> None:
@@ -200,6 +205,7 @@ class SearchWriter:
         self._step((session, None, None, None))
 
     def title(self, session: str, title: str) -> None:
+        """Replace the session's title document."""
         DocWriter(self._conn).set_title(session, title)
 
     def _step(self, op: SearchOp) -> None:
@@ -381,6 +387,8 @@ def reindex_session(conn: Connection, session: str, title: str, batch: int = 200
 
 @dataclass(frozen=True, slots=True)
 class Doc:
+    """A matching document: its session, row (None: the title), kind and body."""
+
     session: str
     seq: int | None
     kind: str

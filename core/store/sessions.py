@@ -124,6 +124,8 @@ def _from_row(row: Any) -> SessionRecord:
 
 
 class SessionRepository:
+    """Sessions as records; writers also keep the search index's titles."""
+
     def __init__(self, conn: Connection, search: SearchWriter | None = None) -> None:
         self._conn = conn
         # The search index (writers only): titles, and the end of a turn completes the
@@ -139,10 +141,12 @@ class SessionRepository:
             self._search.turn_ended(rec.id)
 
     def insert(self, rec: SessionRecord) -> None:
+        """Insert a new session."""
         self._conn.execute(insert(_SESSIONS).values(**_to_row(rec)))
         self._indexed(rec, None)
 
     def get(self, session_id: str) -> SessionRecord | None:
+        """A session by id (archived ones too), None when unknown."""
         row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
         return _from_row(row) if row is not None else None
 
@@ -191,6 +195,7 @@ class SessionRepository:
         self._indexed(rec, fields)
 
     def stored_revision(self, session_id: str) -> int | None:
+        """The stored activity revision, None for an unknown session."""
         raw = self._conn.execute(
             select(_SESSIONS.c.activity_json).where(_SESSIONS.c.id == session_id)
         ).scalar()

@@ -20,6 +20,8 @@ def aware(moment: datetime) -> datetime:
 
 
 class SessionRow(SQLModel, table=True):
+    """One session; core/store/sessions.py maps it to a SessionRecord."""
+
     __tablename__ = "sessions"
 
     id: str = Field(primary_key=True, max_length=64)

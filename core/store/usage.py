@@ -70,6 +70,8 @@ _BUDGETS = BudgetRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """A budget's limits, what to do when crossed, and whether it is."""
+
     max_cost: float | None
     max_tokens: int | None
     action: str
@@ -78,6 +80,8 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class TurnUsageRecord:
+    """One turn's usage as recorded."""
+
     turn_id: str
     session_id: str
     provider: str
@@ -96,12 +100,15 @@ class TurnUsageRecord:
 
 
 class UsageRepository:
+    """Turn usage and budgets."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     # -- turns ---------------------------------------------------------------------------------
 
     def turn(self, turn_id: str) -> dict[str, Any] | None:
+        """A turn's usage row as a dict, None when not recorded."""
         row = self._conn.execute(select(_TURNS).where(_TURNS.c.turn_id == turn_id)).first()
         return dict(row._mapping) if row is not None else None
 
@@ -122,6 +129,7 @@ class UsageRepository:
         return float(row.cost_cumulative) if row is not None else None
 
     def put_turn(self, values: dict[str, Any], *, exists: bool) -> None:
+        """Insert or update a turn's usage row."""
         if exists:
             turn_id = values["turn_id"]
             changes = {k: v for k, v in values.items() if k != "turn_id"}
@@ -132,6 +140,7 @@ class UsageRepository:
             self._conn.execute(sql_insert(_TURNS).values(**values))
 
     def end_turn(self, turn_id: str, now: datetime) -> None:
+        """Record when the turn ended."""
         self._conn.execute(
             sql_update(_TURNS).where(_TURNS.c.turn_id == turn_id).values(ended_at=now)
         )
@@ -178,6 +187,7 @@ class UsageRepository:
     # -- budgets -------------------------------------------------------------------------------
 
     def budget(self, owner_kind: str, owner_id: str) -> Budget | None:
+        """The budget of a session or device, None when it has none."""
         row = self._conn.execute(
             select(_BUDGETS).where(
                 _BUDGETS.c.owner_kind == owner_kind, _BUDGETS.c.owner_id == owner_id
@@ -212,6 +222,7 @@ class UsageRepository:
             )
 
     def mark_crossed(self, owner_kind: str, owner_id: str, crossed: bool) -> None:
+        """Record whether the budget is crossed."""
         self._conn.execute(
             sql_update(_BUDGETS)
             .where(_BUDGETS.c.owner_kind == owner_kind, _BUDGETS.c.owner_id == owner_id)

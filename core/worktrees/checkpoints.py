@@ -51,6 +51,8 @@ class Workspace:
 
 @dataclass
 class FileDiff:
+    """One file a diff changed: its status, its patch (unless binary), maybe truncated."""
+
     path: str
     old_path: str | None
     status: Status
@@ -59,6 +61,7 @@ class FileDiff:
     truncated: bool = False
 
     def wire(self) -> dict[str, object]:
+        """The file's entry as a diff route answers it."""
         return {
             "path": self.path,
             "old_path": self.old_path,
@@ -71,6 +74,8 @@ class FileDiff:
 
 @dataclass
 class TreeDiff:
+    """What changed between two trees, file by file (truncated past the size limit)."""
+
     files: list[FileDiff] = field(default_factory=list)
     truncated: bool = False
 
@@ -137,10 +142,12 @@ def commit_tree_of(root: Path, commit: str) -> str:
 
 
 def set_ref(root: Path, ref: str, tree: str) -> None:
+    """Point `ref` at `tree` (a checkpoint)."""
     _git(root, "update-ref", ref, tree)
 
 
 def read_ref(root: Path, ref: str) -> str | None:
+    """The object `ref` points at, None when there is no such ref."""
     out = _git(root, "rev-parse", "--verify", "--quiet", ref, ok=(0, 1))
     return out.strip() or None
 
@@ -212,7 +219,7 @@ def _entries(root: Path, old: str, new: str) -> list[FileDiff]:
 
 
 def _mark_binary(root: Path, old: str, new: str, files: list[FileDiff]) -> None:
-    """`--numstat` says `-\t-` for a binary pair; it lists the pairs in --raw's order."""
+    r"""`--numstat` says `-\t-` for a binary pair; it lists the pairs in --raw's order."""
     out = _git(root, "diff-tree", "-r", "-z", "-M", "--numstat", old, new)
     fields = out.split("\0")
     i = n = 0

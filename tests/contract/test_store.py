@@ -291,11 +291,12 @@ async def test_store_devices_bearers_tokens_tickets(store):
     await db.write(add_tokens)
 
     async def redeem(token_hash: str) -> frozenset[Scope] | None:
-        return await db.write(
+        scopes: frozenset[Scope] | None = await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
         )
+        return scopes
 
-    assert await redeem(token) == {Scope.READ}
+    assert await redeem(token) == frozenset({Scope.READ})
     assert await redeem(token) is None
     assert await redeem(expired) is None
 
@@ -308,9 +309,10 @@ async def test_store_devices_bearers_tokens_tickets(store):
         )
 
     async def use(ticket_hash: str) -> Device | None:
-        return await db.write(
+        device: Device | None = await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow())
         )
+        return device
 
     ticket = digest("ticket")
     await add_ticket(ticket)
@@ -386,7 +388,7 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
     for session, seqs in expected.items():
         rows = await db.read(lambda r, s=session: r.parts.range(s, 0, 400))
         assert [row.seq for row in rows] == seqs
-        assert all("doomed" not in row.part.text for row in rows)  # type: ignore[union-attr]
+        assert all("doomed" not in row.part.text for row in rows)
     events = [json.loads(ev.payload) for ev in published]
     by_session = {
         s: [(e["transcript_seq"], e["text"]) for e in events if e["session"] == s]

@@ -217,7 +217,8 @@ class EventReader:
     async def frame(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next data frame (records SSE ids and protocol events)."""
         assert self._lines is not None
-        data, seq = None, None
+        data: dict[str, Any] | None = None
+        seq: int | None = None
         with anyio.fail_after(timeout):
             async for line in self._lines:
                 if line.startswith("id:"):

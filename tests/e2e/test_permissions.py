@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ TABLE = {
 }
 
 
-def activities(stream: EventReader, sid: str) -> list[dict]:
+def activities(stream: EventReader, sid: str) -> list[dict[str, Any]]:
     return [
         e["activity"]
         for e in stream.events

@@ -6,13 +6,14 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from tests.e2e.harness import C2Process, Client, EventReader, poll_until
 
 
-def session_events(stream: EventReader, session: str) -> list[dict]:
+def session_events(stream: EventReader, session: str) -> list[dict[str, Any]]:
     return [e for e in stream.events if e.get("session") == session]
 
 

@@ -16,7 +16,7 @@ from core.agents.agent_input import (
 )
 from core.agents.translate import (
     TOOL_MEMORY_LIMIT,
-    InvalidParams,
+    InvalidParamsError,
     UpdateTranslator,
     parse_config_options,
     parse_models,
@@ -231,8 +231,8 @@ def test_permission_ask_title_fallbacks() -> None:
     [None, {"toolCall": {}, "options": []}, {"toolCall": {"toolCallId": "t"}, "options": [{}]}],
 )
 def test_permission_ask_rejects_malformed_params(params: object) -> None:
-    """Malformed permission params raise InvalidParams (answered -32602)."""
-    with pytest.raises(InvalidParams):
+    """Malformed permission params raise InvalidParamsError (answered -32602)."""
+    with pytest.raises(InvalidParamsError):
         UpdateTranslator().permission_ask(params)
 
 

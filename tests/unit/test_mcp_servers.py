@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from api.errors import status_of
+from core.errors import InvalidMcpServerError, McpUnsupportedError
 from core.mcp_servers import (
-    InvalidMcpServerError,
-    McpUnsupportedError,
     merge_mcp_servers,
     parse_mcp_servers,
     require_supported,

@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 
 from api.errors import status_of
-from core.errors import DomainError
+from core.errors import DomainError, ProviderUnavailableError, UnknownProviderError
 from core.protocol import BUILTIN_PROVIDERS, CustomProvider, provider_key
 from core.providers import (
     DEMO_KEY,
     ProviderConfigError,
     ProviderRegistry,
-    ProviderUnavailableError,
-    UnknownProviderError,
 )
 
 BUILTIN_ARGV = {

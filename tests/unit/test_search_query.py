@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import InvalidQueryError
 from core.search.query import (
-    InvalidQueryError,
     Matcher,
     Term,
     parse,
