@@ -33,7 +33,8 @@ from api.errors import (
 from core.engine import Engine, Outcome
 from core.errors import DomainError, RequestIdReusedError
 from core.idempotent import IdempotentOps, Reply
-from core.protocol import AnsweredBy, AnswerPermissionOp, NewSessionOp, Op, QueuePromptOp
+from core.protocol.ops import AnswerPermissionOp, NewSessionOp, Op, QueuePromptOp
+from core.protocol.state import AnsweredBy
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"

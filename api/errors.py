@@ -6,6 +6,10 @@ subclass answers its parent's status unless listed). Problems only the HTTP laye
 (Host checks, media type, body size, framework 404/405/422, shutdown, 500) derive from
 `HttpProblem`, which carries its status itself. api/error_handlers.py installs the handlers;
 a 500 never carries a stack trace.
+
+Over 300 lines: the status table (one line per stable code), the HTTP-layer problems and the
+renderer are the one error-to-problem mapping of docs/decisions.md; the handlers that use it
+are api/error_handlers.py.
 """
 
 from __future__ import annotations

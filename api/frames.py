@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from core.protocol import Event, SessionSnapshot
+from core.protocol.events import Event
+from core.protocol.state import SessionSnapshot
 
 
 class SessionsFrame(BaseModel):

@@ -3,6 +3,10 @@
 `document(app)` is what `GET /openapi.json` serves and `c2 openapi` prints. Problem responses
 are derived from api/openapi_problems.py (which codes each operation answers), headers and op
 outcomes from api/openapi_responses.py; nothing about errors is declared route by route.
+
+Over 300 lines: the problem schema's members and the passes FastAPI's document needs
+(discriminators required, always-present fields required, sorting), in the order `document`
+runs them; the problem table and the headers are modules of their own already.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from fastapi.routing import APIRoute
 from api import openapi_problems, openapi_responses
 from api.errors import HttpProblem, status_of
 from core.errors import DomainError
-from core.protocol import Event, SessionSnapshot
+from core.protocol.events import Event
+from core.protocol.state import SessionSnapshot
 
 Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"

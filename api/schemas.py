@@ -17,21 +17,15 @@ from pydantic import (
     field_validator,
 )
 
-from core.protocol import (
+from core.protocol.ops import OP_TYPES, Doc, NewSessionOp, Op, SkillBlock, TextBlock, op_tag
+from core.protocol.state import SessionSnapshot
+from core.protocol.values import (
     BUILTIN_PROVIDERS,
-    OP_TYPES,
     PROVIDER_ALIASES,
-    Doc,
-    NewSessionOp,
-    Op,
     PermissionMode,
     RequestId,
     SandboxPolicy,
-    SessionSnapshot,
-    SkillBlock,
-    TextBlock,
     Timestamp,
-    op_tag,
 )
 
 # What one prompt document may carry in total (text blocks plus skill parameters), whatever

@@ -33,7 +33,7 @@ from api.server import C2Server, build_server
 from api.services import Services
 from api.settings import Settings
 from core.auth import create_device
-from core.protocol import ErrorEvent
+from core.protocol.events import ErrorEvent
 from core.store.database import UnitOfWork, sqlite_url
 
 WINDOW = 1024  # write jobs in flight at once

@@ -30,7 +30,8 @@ from unittest import mock
 
 from sqlalchemy import create_engine, text
 
-from core.protocol import AgentText, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from core.protocol.events import AgentText
+from core.protocol.state import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
 from core.search.query import parse
 from core.search.service import _search
 from core.session import SessionRecord

@@ -12,17 +12,8 @@ from core.agents.updates import AcpSessionInfo, AgentError
 from core.errors import AgentAuthRequiredError, DomainError
 from core.live import LiveSession
 from core.mcp_servers import dump_mcp_servers, require_supported
-from core.protocol import (
-    ConfigOption,
-    ConfigOptions,
-    Event,
-    ModeChoice,
-    ModelChoice,
-    Models,
-    ModelsState,
-    Modes,
-    ModesState,
-)
+from core.protocol.events import ConfigOptions, Event, Models, Modes
+from core.protocol.state import ConfigOption, ModeChoice, ModelChoice, ModelsState, ModesState
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork

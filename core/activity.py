@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from core.protocol import (
+from core.protocol.state import (
     AwaitingInputState,
     FailedState,
     IdleState,

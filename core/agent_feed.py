@@ -37,24 +37,26 @@ from core.agents.updates import (
 )
 from core.commits import commit_activity, commit_turn_state, record_resolution
 from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
-from core.protocol import (
+from core.protocol.events import (
     AgentText,
     AgentThought,
     ConfigOptions,
-    ContextWindow,
     ContextWindowEvent,
     Event,
     Modes,
-    Part,
-    PendingInput,
     PermissionRequest,
     PlanEvent,
+    ToolCall,
+    Usage,
+)
+from core.protocol.state import (
+    ContextWindow,
+    Part,
+    PendingInput,
     PlanPart,
     ReasoningPart,
     TextPart,
-    ToolCall,
     ToolCallPart,
-    Usage,
 )
 from core.store.database import Store, UnitOfWork
 from core.store.faults import describe

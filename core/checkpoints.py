@@ -6,6 +6,9 @@ At the start and end of every turn the working tree is recorded as a git tree ob
 tree in: a turn's end or a rewind's target) and `rewinds/<k>` (the tree each rewind replaced,
 so a rewind can itself be undone). Git work runs in a worker thread, one operation per session
 at a time. A checkpoint that cannot be taken is logged and the turn goes on without one.
+
+Over 300 lines: the turn hooks, the diffs and rewind share the per-session serialisation
+and the ref layout above; the git plumbing is core/worktrees/checkpoints.py.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from core.errors import (
     TurnAlreadyRunningError,
     WorktreeError,
 )
-from core.protocol import CheckpointPart, Event, RewindOp, RewindPart, SessionRewound, TurnEnded
+from core.protocol.events import Event, SessionRewound, TurnEnded
+from core.protocol.ops import RewindOp
+from core.protocol.state import CheckpointPart, RewindPart
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork
 from core.worktrees.checkpoints import (

@@ -11,16 +11,14 @@ from collections.abc import Callable
 
 from core.activity import advance
 from core.live import LiveSession
-from core.protocol import (
+from core.protocol.events import Event, PermissionResolved, SessionActivityChanged
+from core.protocol.state import (
     AnsweredBy,
-    Event,
     FailedState,
     IdleState,
     PendingInput,
     PermissionPart,
-    PermissionResolved,
     RunState,
-    SessionActivityChanged,
 )
 from core.store.database import Store, UnitOfWork
 

@@ -38,8 +38,8 @@ from core.outcomes import (
 )
 from core.processes import end_orphans
 from core.prompt_compiler import PromptCompiler
-from core.protocol import (
-    AnsweredBy,
+from core.protocol.events import QueueItem, SessionActivityChanged
+from core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
@@ -48,13 +48,10 @@ from core.protocol import (
     NewSessionOp,
     Op,
     PromptOp,
-    QueueItem,
     QueuePromptOp,
     RemoveQueuedOp,
     ResumeQueueOp,
     RewindOp,
-    SessionActivityChanged,
-    SessionSnapshot,
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
@@ -62,6 +59,7 @@ from core.protocol import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
+from core.protocol.state import AnsweredBy, SessionSnapshot
 from core.providers import ProviderRegistry
 from core.queue import FollowUpQueue, QueueView
 from core.reporter import Reporter

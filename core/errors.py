@@ -18,6 +18,9 @@ each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. Th
     ├── store:       StoreUnavailableError, RequestIdReusedError
     └── devices:     UnauthorizedError, InvalidPairingTokenError, InvalidTicketError,
                      RateLimitedError, DeviceNotFoundError, InsufficientScopeError
+
+Over 300 lines: one short class per stable code, the whole tree in the one place a reader
+looks codes up.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.protocol import BudgetLimit, BudgetUsed
+    from core.protocol.events import BudgetLimit, BudgetUsed
 
 
 class DomainError(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from core.errors import DomainError, StoreUnavailableError
 from core.event_ring import EventRing
-from core.protocol import SessionSnapshot
+from core.protocol.state import SessionSnapshot
 from core.session import SessionRecord
 from core.store.database import ReadUnit, Store
 from core.store.events import CommittedEvent, LogBounds

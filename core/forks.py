@@ -20,14 +20,10 @@ from core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError
 from core.live import LiveSession
 from core.mcp_servers import dump_mcp_servers
 from core.new_sessions import commit_new_session
-from core.protocol import (
-    Event,
-    ForkedFrom,
-    ForkOp,
-    SessionSnapshot,
-    TranscriptEntry,
-    WorktreeBase,
-)
+from core.protocol.events import Event
+from core.protocol.ops import ForkOp
+from core.protocol.state import ForkedFrom, SessionSnapshot, TranscriptEntry
+from core.protocol.values import WorktreeBase
 from core.session import SessionRecord
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.transcript import DEFAULT_TURNS, read_page, render_transcript_context

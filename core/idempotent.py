@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from core.errors import RequestIdReusedError
-from core.protocol import Op
+from core.protocol.ops import Op
 from core.store.database import Store
 
 log = logging.getLogger(__name__)

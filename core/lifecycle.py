@@ -27,14 +27,10 @@ from core.new_sessions import commit_new_session
 from core.outcomes import (
     WorktreeDiscarded,
 )
-from core.protocol import (
-    DEFAULT_POLICY,
-    NewSessionOp,
-    SessionDeleted,
-    SessionSnapshot,
-    WorktreeBase,
-    provider_key,
-)
+from core.protocol.events import SessionDeleted
+from core.protocol.ops import NewSessionOp
+from core.protocol.state import SessionSnapshot
+from core.protocol.values import DEFAULT_POLICY, WorktreeBase, provider_key
 from core.providers import ProviderRegistry
 from core.queue import FollowUpQueue
 from core.reporter import Reporter

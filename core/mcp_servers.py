@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from core.errors import InvalidMcpServerError, McpUnsupportedError
-from core.protocol import McpServerSummary
+from core.protocol.state import McpServerSummary
 
 McpTransport = Literal["stdio", "http", "sse"]
 MAX_SERVERS = 32

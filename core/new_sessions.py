@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from core.errors import TurnFailedError
-from core.protocol import Event, SessionCreated
+from core.protocol.events import Event, SessionCreated
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork
 from core.usage import UsageLedger

@@ -9,13 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.protocol import (
-    ConfigOption,
-    ExecutionPolicy,
-    TranscriptEntry,
-    WorktreeBaseline,
-    part_wire,
-)
+from core.protocol.state import ConfigOption, TranscriptEntry, part_wire
+from core.protocol.values import ExecutionPolicy, WorktreeBaseline
 
 
 class PromptAccepted(BaseModel):

@@ -7,7 +7,7 @@ import asyncio
 
 from core.outcomes import PromptPreview
 from core.prompts import compile_prompt
-from core.protocol import Doc, SessionRefBlock
+from core.protocol.ops import Doc, SessionRefBlock
 from core.skills import SkillLibrary
 from core.store.database import Store
 from core.transcript import referenced_chat_context

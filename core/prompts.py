@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.protocol import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
 from core.skills import SkillLibrary
 
 DISPLAY_LIMIT = 400

@@ -3,6 +3,9 @@
 
 Launch specs are argv lists from configuration only; nothing from a request ever becomes part of
 a command line, and nothing runs through a shell.
+
+Over 300 lines: one registry and its two sources (the built-ins, providers.toml) with the
+availability checks both share; split, a provider's life would be read in three places.
 """
 
 from __future__ import annotations
@@ -21,12 +24,11 @@ from pydantic import BaseModel, Field
 from core.agents.port import LaunchSpec
 from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
 from core.mcp_servers import McpServer, parse_mcp_servers
-from core.protocol import (
+from core.protocol.state import AuthMethodInfo, McpServerSummary
+from core.protocol.values import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
-    AuthMethodInfo,
     DocumentedProvider,
-    McpServerSummary,
     provider_wire,
 )
 

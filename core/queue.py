@@ -20,22 +20,17 @@ from pydantic import BaseModel
 from core.activity import LiveTurn, is_busy
 from core.errors import DomainError, QueueItemNotFoundError
 from core.outcomes import PromptAccepted
-from core.protocol import (
+from core.protocol.events import Event, QueueChanged, QueueItem, QueuePaused, TurnEnded
+from core.protocol.ops import (
     PROTOCOL_DOC,
     EditQueuedOp,
-    Event,
-    FailedState,
     PromptOp,
-    QueueChanged,
-    QueueItem,
-    QueuePaused,
     QueuePromptOp,
     RemoveQueuedOp,
     ResumeQueueOp,
-    RunState,
-    StopReason,
-    TurnEnded,
 )
+from core.protocol.state import FailedState, RunState
+from core.protocol.values import StopReason
 from core.session import utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.queue import QueueRepository, StoredItem

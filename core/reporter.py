@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from core.errors import DomainError
-from core.protocol import ErrorEvent, Event
+from core.protocol.events import ErrorEvent, Event
 from core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)

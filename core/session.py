@@ -11,19 +11,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.mcp_servers import McpServer
-from core.protocol import (
-    DEFAULT_POLICY,
+from core.protocol.state import (
     ConfigOption,
     ContextWindow,
-    ExecutionPolicy,
     ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
     SessionSnapshot,
-    WorktreeBaseline,
-    provider_wire,
 )
+from core.protocol.values import DEFAULT_POLICY, ExecutionPolicy, WorktreeBaseline, provider_wire
 
 DEFAULT_TITLE = "Untitled session"
 

@@ -33,17 +33,10 @@ from core.outcomes import (
     PolicyResult,
 )
 from core.permissions import is_stricter
-from core.protocol import (
-    ExecutionPolicy,
-    ExecutionPolicyChanged,
-    ModeChoice,
-    ModelChoice,
-    PermissionMode,
-    SandboxPolicy,
-    SetConfigOptionOp,
-    SetModelOp,
-    SetModeOp,
-)
+from core.protocol.events import ExecutionPolicyChanged
+from core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
+from core.protocol.state import ModeChoice, ModelChoice
+from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 from core.reporter import Reporter
 from core.session import SessionRecord
 from core.store.database import Store, UnitOfWork

@@ -12,14 +12,7 @@ from typing import Literal
 
 from core.errors import TranscriptCursorError
 from core.outcomes import TranscriptPage
-from core.protocol import (
-    Part,
-    PlanPart,
-    PromptPart,
-    TextPart,
-    ToolCallPart,
-    TranscriptEntry,
-)
+from core.protocol.state import Part, PlanPart, PromptPart, TextPart, ToolCallPart, TranscriptEntry
 from core.store.database import ReadUnit
 
 DEFAULT_TURNS = 20

@@ -36,23 +36,17 @@ from core.live_agents import LiveAgents
 from core.outcomes import AnswerResult, CancelResult, PromptAccepted
 from core.prompt_compiler import PromptCompiler
 from core.prompts import canonical_text, derive_title, display_text
-from core.protocol import (
+from core.protocol.events import ErrorEvent, Event, SessionTitleChanged, TurnEnded, TurnStarted
+from core.protocol.ops import AnswerPermissionOp, Doc, PromptOp
+from core.protocol.state import (
     AnsweredBy,
-    AnswerPermissionOp,
-    Doc,
-    ErrorEvent,
-    Event,
     FailedState,
     IdleState,
-    PromptOp,
     PromptPart,
     RunningState,
     RunState,
-    SessionTitleChanged,
-    StopReason,
-    TurnEnded,
-    TurnStarted,
 )
+from core.protocol.values import StopReason
 from core.providers import ProviderRegistry
 from core.reporter import Reporter
 from core.session import SessionRecord

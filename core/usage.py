@@ -9,6 +9,9 @@ Each report updates the turn's ledger row and re-checks the session's budget in 
 transaction as its `usage` event, so the ledger never drifts from the event log and a crossing
 is announced (`budget_exceeded`) exactly once. Acting on a crossing (cancelling the running
 turn) happens after that transaction committed.
+
+Over 300 lines: recording usage, checking budgets and summing reports are one ledger; its
+rule (a crossing is announced once, in the usage event's transaction) spans all three.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from core.errors import (
     SessionNotFoundError,
     StoreUnavailableError,
 )
-from core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provider_wire
+from core.protocol.events import BudgetExceeded, BudgetLimit, BudgetUsed, Cost
+from core.protocol.values import provider_wire
 from core.session import rfc3339, utcnow
 from core.store.database import ReadUnit, Store, UnitOfWork
 from core.store.devices import DeviceRepository

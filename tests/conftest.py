@@ -25,7 +25,7 @@ from api.server import C2Server, build_server
 from api.services import Services
 from api.settings import Settings
 from core.auth import PairedDevice, create_device
-from core.protocol import ErrorEvent, Event
+from core.protocol.events import ErrorEvent, Event
 from core.scopes import ALL_SCOPES, Scope
 from core.store.database import UnitOfWork, sqlite_url
 

@@ -14,7 +14,7 @@ from api.openapi import Responses
 from api.schemas import PreviewBody, SessionList
 from api.scopes import needs
 from core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
-from core.protocol import SessionSnapshot
+from core.protocol.state import SessionSnapshot
 from core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.authn import ServicesDep, current_device
 from api.openapi import Responses
 from api.scopes import needs
-from core.protocol import Timestamp
+from core.protocol.values import Timestamp
 from core.scopes import Scope
 from core.usage import Budget, BudgetAction, GroupBy, parse_since
 

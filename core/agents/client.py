@@ -5,6 +5,9 @@ delivers translated updates to the engine's `AgentHandler` in order, and guarant
 dying agent fails the in-flight request promptly (its whole process group ended at once), that
 `close()` leaves no process behind even when cancelled, and that a `ProcessRegistry` hears of
 every spawned group and of its end (so a crashed c2's successor can end what it left).
+
+Over 300 lines: one object's whole life (spawn, initialize, requests, the update pump,
+exit, close); its guarantees above hold only across all of them.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from core.protocol.state import AuthMethodInfo, ConfigOption
+from core.protocol.values import StopReason
 
 __all__ = [
     "AcpSessionInfo",

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.agents.updates import AcpSessionInfo, AgentHandler
-from core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from core.protocol.state import AuthMethodInfo, ConfigOption
+from core.protocol.values import StopReason
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@
 Works on raw decoded JSON rather than SDK models so that fields the SDK schema drops (session
 `models`) or coerces (`loadSession: "yes"`) are read exactly as docs/protocol.md §3.8, §8.4, §9.1
 describe. Pure: no I/O; per-connection state lives in `UpdateTranslator`.
+
+Over 300 lines: one small parser per ACP shape (updates, tool content, usage, models, modes,
+options, auth methods, session info), all pure and read against docs/protocol.md §3.8.
 """
 
 from __future__ import annotations
@@ -26,19 +29,19 @@ from core.agents.updates import (
     TurnUsage,
     UsageUpdate,
 )
-from core.protocol import (
+from core.protocol.events import Cost
+from core.protocol.state import (
     AuthMethodInfo,
     ConfigChoice,
     ConfigOption,
-    Cost,
     ModeChoice,
     ModelChoice,
     ModelsState,
     ModesState,
-    StopReason,
     ToolContent,
     ToolLocation,
 )
+from core.protocol.values import StopReason
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from core.protocol import (
+from core.protocol.events import Cost
+from core.protocol.state import (
     AuthMethodInfo,
     ConfigOption,
-    Cost,
     ModelsState,
     ModesState,
     ToolContent,

@@ -12,6 +12,9 @@ The notifications for one input share `Topic` (RFC 8030; at most 32 URL-safe cha
 input id without its dashes) and the payload's `tag` (the input id), so the push service and
 the web client's service worker replace one with the next: answering the input sends a
 `withdrawn` notification with the same Topic and tag, which the service worker closes.
+
+Over 300 lines: keys, subscriptions and the notifier are one feature behind one route module;
+each part is short and none is used without the others.
 """
 
 from __future__ import annotations

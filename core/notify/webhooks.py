@@ -13,6 +13,9 @@ the same on every retry: receivers deduplicate on it; delivery is at least once)
 attempt (no 2xx in time; redirects are not followed) is retried after about 1, 2, 4, 8 … s
 (±20 % jitter, at most 5 min); DISABLE_AFTER consecutive failures disable the webhook with a
 `webhook_disabled` event, and its pending deliveries wait until it is re-enabled.
+
+Over 300 lines: the routes' service and the delivery worker share the signing, the URL and
+event checks and the retry schedule; the outbox itself is core/store/webhooks.py.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from core.errors import (
     WebhookNotFoundError,
 )
 from core.notify.payloads import WEBHOOK_EVENTS, event_kind
-from core.protocol import WebhookDisabled
+from core.protocol.events import WebhookDisabled
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
 from core.store.events import CommittedEvent

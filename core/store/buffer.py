@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert
 
-from core.protocol import Event
+from core.protocol.events import Event
 from core.session import utcnow
 from core.store.search import SearchOp, SearchState, index_ops
 from core.store.tables import EventRow, PartRow

@@ -3,6 +3,9 @@
 Every state change and the events it produced commit in one transaction on one writer thread,
 so the global event sequence is committed (and published) in strictly increasing order on
 SQLite and PostgreSQL alike. Reads run on a small pool of reader connections.
+
+Over 300 lines: one concurrency design (the single writer thread, group commit, its retry
+loop and the settling of every job), which is only checkable read as a whole.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from core.notify.payloads import WEBHOOK_EVENTS
-from core.protocol import Event
+from core.protocol.events import Event
 from core.store.agent_processes import AgentProcessRepository
 from core.store.buffer import WriteBuffer
 from core.store.events import CommittedEvent, EventLog

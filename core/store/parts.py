@@ -10,7 +10,7 @@ from typing import Literal
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
-from core.protocol import PART_ADAPTER, Part, TranscriptEntry
+from core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
 from core.store.buffer import WriteBuffer
 from core.store.search import SearchWriter
 from core.store.tables import PartRow

@@ -14,6 +14,9 @@ in memory (core/search/service.py); at most one message per session is open, and
 its turn runs (or until the session's next row, after a crash). Everything here runs in the
 writer's transaction, after the batch's rows are inserted, so the index never drifts from
 the transcript.
+
+Over 300 lines: SQLite FTS5 and PostgreSQL statements side by side (each next to its twin),
+the writer's open-message state, and the reads of the same tables.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from core.protocol.state import (
+    PART_ADAPTER,
+    Part,
+    PromptPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+)
 from core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which

@@ -16,17 +16,16 @@ from sqlalchemy import Connection, insert, select, update
 
 from core.activity import INTERRUPTED
 from core.mcp_servers import dump_mcp_servers, parse_mcp_servers
-from core.protocol import (
+from core.protocol.state import (
     ConfigOption,
     ContextWindow,
-    ExecutionPolicy,
     FailedState,
     ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
-    WorktreeBaseline,
 )
+from core.protocol.values import ExecutionPolicy, WorktreeBaseline
 from core.session import SessionRecord
 from core.store.search import SearchWriter
 from core.store.tables import SessionRow, aware

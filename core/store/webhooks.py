@@ -6,6 +6,10 @@ WEBHOOK_EVENTS), so an event is never committed without its pending deliveries, 
 reverse, and both survive a crash. Each body is rendered once there; retries send it again
 byte for byte under the same delivery id. Every schema change here needs an Alembic
 revision in migrations/versions/.
+
+Over 300 lines: the tables, the outbox written in the event's transaction and the delivery
+bookkeeping the worker reads are one design; push subscriptions, a table of the same
+migration (0008), sit with them.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from core.notify.payloads import webhook_body
-from core.protocol import Event
+from core.protocol.events import Event
 from core.session import rfc3339, utcnow
 from core.store.tables import PartRow, SessionRow
 

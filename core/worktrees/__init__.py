@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from core.protocol import WorktreeBase, WorktreeBaseline
+from core.protocol.values import WorktreeBase, WorktreeBaseline
 from core.worktrees.baselines import (
     ORIGIN_HEAD,
     BaselineOption,

@@ -13,7 +13,7 @@ import git
 from git.exc import GitCommandError
 
 from core.errors import WorktreeError
-from core.protocol import WorktreeBase, WorktreeBaseline
+from core.protocol.values import WorktreeBase, WorktreeBaseline
 from core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
 
 ORIGIN_HEAD = "refs/remotes/origin/HEAD"

@@ -3,6 +3,9 @@
 Synchronous and blocking (git subprocesses); callers serialise per repository (see
 core.worktrees). A failed creation leaves no directory, branch or worktree registration
 behind, or says exactly what was kept and where (docs/protocol.md §8.2, §9.3).
+
+Over 300 lines: creation, revalidation and discard share what identifies a session's
+checkout (its branch, directory and registration); split, those rules would live twice.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from core.protocol import WorktreeBase, WorktreeBaseline
+from core.protocol.values import WorktreeBase, WorktreeBaseline
 from core.safe_files import read_bounded
 from core.worktrees.baselines import resolve_in_repo
 from core.worktrees.repository import (

@@ -6,6 +6,9 @@ makes from a session's *own* index file (GIT_INDEX_FILE, kept in the c2 home), a
 `git add -A` there: tracked, modified and untracked files, ignored ones excluded. The user's
 index, stash, HEAD and branches are never read for writing nor changed. Checkpoint ids are
 kept as refs under `refs/c2/checkpoints/<session>/` so `git gc` keeps their objects.
+
+Over 300 lines: capture, diff and restore are one piece of git plumbing sharing the private
+index environment and the `_git` runner; split, each part would reach into the others.
 """
 
 from __future__ import annotations

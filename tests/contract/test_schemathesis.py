@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.app import create_app
 from core.auth import create_device
-from core.protocol import BUILTIN_PROVIDERS
+from core.protocol.values import BUILTIN_PROVIDERS
 from core.store.database import Store
 from tests.conftest import make_settings
 

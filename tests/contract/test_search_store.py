@@ -18,7 +18,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-from core.protocol import PromptPart, TextPart
+from core.protocol.state import PromptPart, TextPart
 from core.search.query import parse
 from core.search.service import _search
 from core.session import SessionRecord, utcnow

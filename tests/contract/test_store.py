@@ -19,23 +19,23 @@ from sqlalchemy import create_engine, text
 
 from core.auth import create_device, digest
 from core.mcp_servers import parse_mcp_servers
-from core.protocol import (
-    AgentText,
+from core.protocol.events import AgentText, ErrorEvent, TurnStarted
+from core.protocol.state import (
     ConfigOption,
     ContextWindow,
-    ErrorEvent,
-    ExecutionPolicy,
     ForkedFrom,
     ModeChoice,
     ModelChoice,
     ModelsState,
     ModesState,
-    PermissionMode,
     RunningState,
-    SandboxPolicy,
     SessionActivity,
     TextPart,
-    TurnStarted,
+)
+from core.protocol.values import (
+    ExecutionPolicy,
+    PermissionMode,
+    SandboxPolicy,
     WorktreeBase,
     WorktreeBaseline,
 )

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.protocol import ErrorEvent
+from core.protocol.events import ErrorEvent
 from core.store.database import Store
 from core.store.faults import StoreWriteError
 from tests.contract.pg import PG_URL, pg_schema_url

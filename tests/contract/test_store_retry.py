@@ -18,7 +18,8 @@ import anyio
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.protocol import AgentText, TextPart
+from core.protocol.events import AgentText
+from core.protocol.state import TextPart
 from core.store.database import Store, UnitOfWork, sqlite_url
 from core.store.events import CommittedEvent
 from core.store.faults import StoreWriteError

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.protocol import ErrorEvent, TurnEnded
+from core.protocol.events import ErrorEvent, TurnEnded
 from core.session import utcnow
 from core.store.database import Store, UnitOfWork
 from core.store.webhooks import WebhookRepository

@@ -25,7 +25,7 @@ from core.agents.client import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import StopReason
+from core.protocol.values import StopReason
 from core.providers import DEMO_KEY, ProviderRegistry
 from tests.agents.scripted_agent import AGENT_LAUNCH_INPUT, launch_spec, read_log
 

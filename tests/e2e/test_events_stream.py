@@ -9,7 +9,7 @@ from functools import partial
 import anyio
 import httpx
 
-from core.protocol import ErrorEvent
+from core.protocol.events import ErrorEvent
 from core.store.database import UnitOfWork
 from tests.conftest import LiveServer, ServerFactory, SSEClient
 

@@ -17,7 +17,7 @@ import jsonschema_rs
 from api.app import create_app
 from api.frames import StreamFrame
 from api.openapi import document
-from core.protocol import Event
+from core.protocol.events import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
 from tests.gitrepos import git

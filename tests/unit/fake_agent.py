@@ -24,16 +24,9 @@ from core.agents.updates import (
     TextChunk,
 )
 from core.engine import Engine
-from core.protocol import (
-    AuthMethodInfo,
-    ConfigOption,
-    ModelsState,
-    ModesState,
-    NewSessionOp,
-    PromptOp,
-    StopReason,
-    TextBlock,
-)
+from core.protocol.ops import NewSessionOp, PromptOp, TextBlock
+from core.protocol.state import AuthMethodInfo, ConfigOption, ModelsState, ModesState
+from core.protocol.values import StopReason
 from core.store.database import Store, sqlite_url
 from core.store.events import CommittedEvent
 

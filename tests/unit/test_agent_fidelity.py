@@ -15,7 +15,8 @@ from core.agents.translate import (
 )
 from core.agents.updates import ToolCallUpdate, TurnUsage, UsageUpdate
 from core.permissions import Decision, automatic_answer, is_stricter
-from core.protocol import Cost, ExecutionPolicy, PermissionMode, SandboxPolicy
+from core.protocol.events import Cost
+from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 
 CLAUDE_OPTIONS = [
     ("allow_always", "Always Allow", "allow_always"),

@@ -30,7 +30,7 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol import StopReason
+from core.protocol.values import StopReason
 
 
 def chunk(text: str, variant: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:

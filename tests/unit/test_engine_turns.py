@@ -20,21 +20,16 @@ from core.errors import (
     UnknownModelError,
 )
 from core.outcomes import PromptAccepted
-from core.protocol import (
+from core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
-    ModeChoice,
-    ModelChoice,
-    ModelsState,
-    ModesState,
-    PermissionMode,
-    SandboxPolicy,
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
     SetModeOp,
-    StopReason,
 )
+from core.protocol.state import ModeChoice, ModelChoice, ModelsState, ModesState
+from core.protocol.values import PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 MODELS = ModelsState(

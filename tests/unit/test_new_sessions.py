@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.protocol import AnsweredBy, ForkOp, NewSessionOp, SessionSnapshot
+from core.protocol.ops import ForkOp, NewSessionOp
+from core.protocol.state import AnsweredBy, SessionSnapshot
 from core.session import utcnow
 from core.store.database import UnitOfWork
 from core.store.usage import Budget, UsageRepository

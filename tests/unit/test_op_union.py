@@ -1,4 +1,4 @@
-"""The op union is spelled once, in core/protocol.py: the wire ops of `POST /v1/ops`, the op
+"""The op union is spelled once, in core/protocol/ops.py: the wire ops of `POST /v1/ops`, the op
 routes (status and scope per op) and the engine's switch are derived from it or checked
 against it."""
 
@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from api.routes.ops import OP_ROUTES
 from api.schemas import WireOp
-from core.protocol import OP_TYPES, NewSessionOp, PromptOp, op_tag
+from core.protocol.ops import OP_TYPES, NewSessionOp, PromptOp, op_tag
 from core.scopes import Scope
 
 WIRE: TypeAdapter[typing.Any] = TypeAdapter(WireOp)

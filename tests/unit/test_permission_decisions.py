@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from core.permissions import Decision, automatic_answer, decide
-from core.protocol import (
-    AnswerPermissionOp,
-    ExecutionPolicy,
-    PermissionMode,
-    SandboxPolicy,
-    SetExecutionPolicyOp,
-    StopReason,
-)
+from core.protocol.ops import AnswerPermissionOp, SetExecutionPolicyOp
+from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 KINDS = {"read": "read", "mutating": "edit", "unknown": "other"}

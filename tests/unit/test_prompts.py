@@ -14,7 +14,8 @@ from core.prompts import (
     display_text,
     title_from_text,
 )
-from core.protocol import DocBlock, PromptPart, SessionRefBlock, SkillBlock, TextBlock
+from core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from core.protocol.state import PromptPart
 from core.session import SessionRecord
 from core.skills import SkillLibrary
 from core.store.database import Store, sqlite_url

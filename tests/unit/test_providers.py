@@ -11,7 +11,7 @@ import pytest
 
 from api.errors import status_of
 from core.errors import DomainError, ProviderUnavailableError, UnknownProviderError
-from core.protocol import BUILTIN_PROVIDERS, CustomProvider, provider_key
+from core.protocol.values import BUILTIN_PROVIDERS, CustomProvider, provider_key
 from core.providers import (
     DEMO_KEY,
     ProviderConfigError,

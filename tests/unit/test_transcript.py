@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event
 
 from core.errors import TranscriptCursorError
 from core.outcomes import TranscriptPage
-from core.protocol import (
+from core.protocol.state import (
     Part,
     PlanPart,
     PromptPart,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.errors import DomainError
-from core.protocol import Cost
+from core.protocol.events import Cost
 from core.store.usage import Budget, TurnUsageRecord
 from core.usage import cost_changes, is_over, parse_since, summed
 

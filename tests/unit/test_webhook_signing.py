@@ -17,7 +17,7 @@ from core.notify.webhooks import (
     retry_delay,
     sign,
 )
-from core.protocol import PermissionRequest, TurnEnded
+from core.protocol.events import PermissionRequest, TurnEnded
 
 
 def test_signature_is_hmac_sha256_of_timestamp_dot_body():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.protocol import WorktreeBase, WorktreeBaseline
+from core.protocol.values import WorktreeBase, WorktreeBaseline
 from core.worktrees import (
     BaselineChangedError,
     CreatedWorktree,
