@@ -22,6 +22,10 @@ from typing import Any
 import anyio
 import httpx
 
+from core.home import pair_device
+from core.scopes import ALL_SCOPES
+from core.store.database import sqlite_url
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = {"custom": "scripted"}
 
@@ -109,24 +113,14 @@ class C2Process:
         else:
             raise RuntimeError("c2 serve did not become ready")
         if not self.bearer:
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "api.cli",
-                    "pair",
-                    "--name",
-                    "tests",
-                    "--home",
-                    str(self.home),
-                ],
-                cwd=REPO,
-                env=self._env(),
-                capture_output=True,
-                check=True,
-                timeout=30,
-            )
-            self.bearer = json.loads(out.stdout.decode().strip().splitlines()[-1])["bearer"]
+            self.bearer = self._pair()
+
+    def _pair(self) -> str:
+        """A bearer for the tests, paired directly in the home's database as `c2 pair` does
+        (core/home.py `pair_device`) but without starting a second interpreter, which costs
+        seconds on a busy machine; `c2 pair` itself is tested in tests/e2e/test_auth.py."""
+        database_url = self.extra_env.get("C2_DATABASE_URL") or sqlite_url(self.home)
+        return pair_device(self.home, database_url, "tests", ALL_SCOPES).bearer
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is None:
