@@ -13,13 +13,13 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from api.authn import single_valued_query
-from api.error_handlers import install_error_handlers
-from api.guard import RequestGuard
-from api.hosts import HostAllowlist
-from api.media import json_body
-from api.openapi import API_VERSION, TITLE, install_openapi, operation_id
-from api.routes import (
+from c2.api.authn import single_valued_query
+from c2.api.error_handlers import install_error_handlers
+from c2.api.guard import RequestGuard
+from c2.api.hosts import HostAllowlist
+from c2.api.media import json_body
+from c2.api.openapi import API_VERSION, TITLE, install_openapi, operation_id
+from c2.api.routes import (
     auth,
     catalog,
     checkpoints,
@@ -34,11 +34,11 @@ from api.routes import (
     web,
     webhooks,
 )
-from api.routes.docs import install_docs
-from api.scopes import ScopeTable
-from api.services import EngineFactory, Services, default_engine
-from api.settings import Settings
-from api.stream import StreamSlots
+from c2.api.routes.docs import install_docs
+from c2.api.scopes import ScopeTable
+from c2.api.services import EngineFactory, Services, default_engine
+from c2.api.settings import Settings
+from c2.api.stream import StreamSlots
 
 
 def create_app(settings: Settings, *, engine_factory: EngineFactory = default_engine) -> FastAPI:

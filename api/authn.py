@@ -12,11 +12,11 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.errors import RequestInvalidError
-from api.guard import DEVICE_KEY
-from api.services import Services
-from core.devices import Device
-from core.errors import UnauthorizedError
+from c2.api.errors import RequestInvalidError
+from c2.api.guard import DEVICE_KEY
+from c2.api.services import Services
+from c2.core.devices import Device
+from c2.core.errors import UnauthorizedError
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
+from c2.api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 # The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
 # instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
@@ -28,11 +28,11 @@ def _fail(exc: Exception | str, status: int = 1) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-    from api.app import create_app
-    from api.logs import LOG_DATE_FORMAT, LOG_FORMAT
-    from api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
-    from api.services import StartupError, preflight
-    from core.providers import ProviderConfigError, ProviderRegistry
+    from c2.api.app import create_app
+    from c2.api.logs import LOG_DATE_FORMAT, LOG_FORMAT
+    from c2.api.server import C2Server, build_server, cannot_listen, listen_socket, url_host
+    from c2.api.services import StartupError, preflight
+    from c2.core.providers import ProviderConfigError, ProviderRegistry
 
     settings = Settings.build(
         home=args.home,
@@ -86,8 +86,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from core.home import StartupError, pair_device
-    from core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
+    from c2.core.home import StartupError, pair_device
+    from c2.core.scopes import ALL_SCOPES, UnknownScopeError, ordered, parse_scopes
 
     try:
         scopes = ALL_SCOPES if args.scopes is None else parse_scopes(args.scopes)
@@ -110,8 +110,8 @@ def _pair(args: argparse.Namespace) -> int:
 def _pair_url(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from api.server import url_host
-    from core.home import StartupError, mint_pairing_token
+    from c2.api.server import url_host
+    from c2.core.home import StartupError, mint_pairing_token
 
     settings = Settings.build(home=args.home, host=args.host, port=args.port)
     ttl = timedelta(seconds=settings.pairing_ttl_seconds)
@@ -124,8 +124,8 @@ def _pair_url(args: argparse.Namespace) -> int:
 
 
 def _openapi(_args: argparse.Namespace) -> int:
-    from api.app import create_app
-    from api.openapi import document, dumps
+    from c2.api.app import create_app
+    from c2.api.openapi import document, dumps
 
     # The document depends on routes only: a placeholder home, never touched.
     settings = Settings(home=Path("/nonexistent/c2-home"), database_url="sqlite://")

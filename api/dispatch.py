@@ -21,7 +21,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
-from api.errors import (
+from c2.api.errors import (
     PROBLEM_MEDIA_TYPE,
     ShuttingDownError,
     header_text,
@@ -30,11 +30,11 @@ from api.errors import (
     problem_headers,
     status_of,
 )
-from core.engine import Engine, Outcome
-from core.errors import DomainError, RequestIdReusedError
-from core.idempotent import IdempotentOps, Reply
-from core.protocol.ops import AnswerPermissionOp, NewSessionOp, Op, QueuePromptOp
-from core.protocol.state import AnsweredBy
+from c2.core.engine import Engine, Outcome
+from c2.core.errors import DomainError, RequestIdReusedError
+from c2.core.idempotent import IdempotentOps, Reply
+from c2.core.protocol.ops import AnswerPermissionOp, NewSessionOp, Op, QueuePromptOp
+from c2.core.protocol.state import AnsweredBy
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"

@@ -18,8 +18,8 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.dispatch import KeptReply, kept_reply_handler
-from api.errors import (
+from c2.api.dispatch import KeptReply, kept_reply_handler
+from c2.api.errors import (
     FramedError,
     HttpError,
     HttpProblem,
@@ -30,7 +30,7 @@ from api.errors import (
     problem_body,
     problem_response,
 )
-from core.errors import DomainError
+from c2.core.errors import DomainError
 
 log = logging.getLogger(__name__)
 

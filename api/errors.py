@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
-from core.errors import (
+from c2.core.errors import (
     AgentAuthRequiredError,
     BudgetExceededError,
     CapacityError,

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from core.protocol.events import Event
-from core.protocol.state import SessionSnapshot
+from c2.core.protocol.events import Event
+from c2.core.protocol.state import SessionSnapshot
 
 
 class SessionsFrame(BaseModel):

@@ -21,12 +21,12 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import PayloadTooLargeError, problem_response
-from api.scopes import check_op, check_route
-from api.settings import Settings
-from core.auth import AttemptLimiter, DeviceAuth
-from core.devices import Device
-from core.errors import (
+from c2.api.errors import PayloadTooLargeError, problem_response
+from c2.api.scopes import check_op, check_route
+from c2.api.settings import Settings
+from c2.core.auth import AttemptLimiter, DeviceAuth
+from c2.core.devices import Device
+from c2.core.errors import (
     DomainError,
     InvalidTicketError,
     RateLimitedError,

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import HostNotAllowedError, InvalidHostError, problem_response
-from api.settings import LOOPBACK_HOSTS
+from c2.api.errors import HostNotAllowedError, InvalidHostError, problem_response
+from c2.api.settings import LOOPBACK_HOSTS
 
 
 def split_host(header: str) -> tuple[str, str | None] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from api.errors import UnsupportedMediaTypeError
+from c2.api.errors import UnsupportedMediaTypeError
 
 
 def is_json(media_type: str) -> bool:

@@ -20,11 +20,11 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
-from api import openapi_problems, openapi_responses
-from api.errors import HttpProblem, status_of
-from core.errors import DomainError
-from core.protocol.events import Event
-from core.protocol.state import SessionSnapshot
+from c2.api import openapi_problems, openapi_responses
+from c2.api.errors import HttpProblem, status_of
+from c2.core.errors import DomainError
+from c2.core.protocol.events import Event
+from c2.core.protocol.state import SessionSnapshot
 
 Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from api.errors import PROBLEM_MEDIA_TYPE, Problem, problem_class, status_of
+from c2.api.errors import PROBLEM_MEDIA_TYPE, Problem, problem_class, status_of
 
 ProblemClass = type[Problem]
 _REF = "#/components/schemas/"

@@ -17,9 +17,9 @@ from pydantic import (
     field_validator,
 )
 
-from core.protocol.ops import OP_TYPES, Doc, NewSessionOp, Op, SkillBlock, TextBlock, op_tag
-from core.protocol.state import SessionSnapshot
-from core.protocol.values import (
+from c2.core.protocol.ops import OP_TYPES, Doc, NewSessionOp, Op, SkillBlock, TextBlock, op_tag
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.protocol.values import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
     PermissionMode,

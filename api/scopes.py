@@ -18,9 +18,9 @@ from fastapi import APIRouter
 from starlette.routing import Match, Route
 from starlette.types import Scope as AsgiScope
 
-from core.devices import Device
-from core.errors import InsufficientScopeError
-from core.scopes import Scope, ordered
+from c2.core.devices import Device
+from c2.core.errors import InsufficientScopeError
+from c2.core.scopes import Scope, ordered
 
 SCOPE_KEY = "x-c2-scope"
 # `DELETE /v1/devices/{device_id}`: any device may revoke itself; others need `admin`.

@@ -26,10 +26,10 @@ from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from api.logs import install_log_filters, uvicorn_log_config
-from api.routes.events import UnfinishedStreamFilter
-from api.services import Services
-from api.settings import Settings
+from c2.api.logs import install_log_filters, uvicorn_log_config
+from c2.api.routes.events import UnfinishedStreamFilter
+from c2.api.services import Services
+from c2.api.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; a bearer needs well under 1 KiB

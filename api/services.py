@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from api.dispatch import OpDispatcher
-from api.settings import Settings
-from core.bus import EventBus
-from core.engine import Engine
-from core.home import HomeLock, StartupError
-from core.home import preflight as check_home
-from core.runtime import Runtime
+from c2.api.dispatch import OpDispatcher
+from c2.api.settings import Settings
+from c2.core.bus import EventBus
+from c2.core.engine import Engine
+from c2.core.home import HomeLock, StartupError
+from c2.core.home import preflight as check_home
+from c2.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 # (store, bus, settings) → the engine; tests swap in engines that fail on purpose.

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.home import sqlite_url
+from c2.core.home import sqlite_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4599

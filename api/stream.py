@@ -15,9 +15,9 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-from core.bus import EventBus
-from core.event_feed import REPLAY_BATCH, CommittedEvent, EventFeed
-from core.event_ring import event_frame
+from c2.core.bus import EventBus
+from c2.core.event_feed import REPLAY_BATCH, CommittedEvent, EventFeed
+from c2.core.event_ring import event_frame
 
 __all__ = ["PING", "EventStream", "StreamSlots", "data_frame", "event_frame"]
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from core.worktrees.checkpoints import Workspace, capture, diff_trees, restore, set_ref
+from c2.core.worktrees.checkpoints import Workspace, capture, diff_trees, restore, set_ref
 
 ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},

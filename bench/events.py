@@ -28,13 +28,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from api.app import create_app
-from api.server import C2Server, build_server
-from api.services import Services
-from api.settings import Settings
-from core.auth import create_device
-from core.protocol.events import ErrorEvent
-from core.store.database import UnitOfWork, sqlite_url
+from c2.api.app import create_app
+from c2.api.server import C2Server, build_server
+from c2.api.services import Services
+from c2.api.settings import Settings
+from c2.core.auth import create_device
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import UnitOfWork, sqlite_url
 
 WINDOW = 1024  # write jobs in flight at once
 PACE_TICK = 0.002  # seconds between paced submissions

@@ -30,13 +30,13 @@ from unittest import mock
 
 from sqlalchemy import create_engine, text
 
-from core.protocol.events import AgentText
-from core.protocol.state import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
-from core.search.query import parse
-from core.search.service import _search
-from core.session import SessionRecord
-from core.store import buffer
-from core.store.database import Store, UnitOfWork, sqlite_url
+from c2.core.protocol.events import AgentText
+from c2.core.protocol.state import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from c2.core.search.query import parse
+from c2.core.search.service import _search
+from c2.core.session import SessionRecord
+from c2.core.store import buffer
+from c2.core.store.database import Store, UnitOfWork, sqlite_url
 
 SESSIONS = 200
 VOCAB = 30_000

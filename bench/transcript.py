@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from core.store.database import Store, sqlite_url
-from core.transcript import DEFAULT_TURNS, read_page, render_chat_context
+from c2.core.store.database import Store, sqlite_url
+from c2.core.transcript import DEFAULT_TURNS, read_page, render_chat_context
 
 ROWS_PER_TURN = 10
 BATCH = 100_000

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bench.sse_reader import RawSse
-from core.agents.client import AgentProcess
-from core.agents.updates import AgentUpdate, PermissionAsk, TextChunk
+from c2.core.agents.client import AgentProcess
+from c2.core.agents.updates import AgentUpdate, PermissionAsk, TextChunk
 from tests.agents.scripted_agent import launch_spec
 from tests.e2e.harness import C2Process, Client
 

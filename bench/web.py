@@ -107,7 +107,7 @@ def asset_sizes() -> tuple[int, int]:
 
 
 def pair_url(server: C2Process) -> str:
-    argv = [sys.executable, "-m", "api.cli", "pair-url", "--home", str(server.home)]
+    argv = [sys.executable, "-m", "c2.api.cli", "pair-url", "--home", str(server.home)]
     done = subprocess.run(
         [*argv, "--port", str(server.port)],
         cwd=REPO,

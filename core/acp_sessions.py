@@ -7,16 +7,16 @@ agent failures turned into errors a person can act on (step, authMethods, stderr
 
 from __future__ import annotations
 
-from core.agents.port import Agent
-from core.agents.updates import AcpSessionInfo, AgentError
-from core.errors import AgentAuthRequiredError, DomainError
-from core.live import LiveSession
-from core.mcp_servers import dump_mcp_servers, require_supported
-from core.protocol.events import ConfigOptions, Event, Models, Modes
-from core.protocol.state import ConfigOption, ModeChoice, ModelChoice, ModelsState, ModesState
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
+from c2.core.agents.port import Agent
+from c2.core.agents.updates import AcpSessionInfo, AgentError
+from c2.core.errors import AgentAuthRequiredError, DomainError
+from c2.core.live import LiveSession
+from c2.core.mcp_servers import dump_mcp_servers, require_supported
+from c2.core.protocol.events import ConfigOptions, Event, Models, Modes
+from c2.core.protocol.state import ConfigOption, ModeChoice, ModelChoice, ModelsState, ModesState
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
 
 # The record fields `adopt` may change (the columns a caller persists).
 ADOPTED_FIELDS = ("acp_session_id", "models", "config_options", "modes", "model")

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from core.protocol.state import (
+from c2.core.protocol.state import (
     AwaitingInputState,
     FailedState,
     IdleState,

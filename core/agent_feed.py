@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.acp_sessions import effective_models, mode_option, model_option
-from core.activity import LiveTurn, ParkedInput, next_sequence
-from core.agents.updates import (
+from c2.core.acp_sessions import effective_models, mode_option, model_option
+from c2.core.activity import LiveTurn, ParkedInput, next_sequence
+from c2.core.agents.updates import (
     AgentUpdate,
     ConfigOptionsUpdate,
     ModeUpdate,
@@ -35,9 +35,9 @@ from core.agents.updates import (
     TurnUsage,
     UsageUpdate,
 )
-from core.commits import commit_activity, commit_turn_state, record_resolution
-from core.permissions import Decision, automatic_answer, decide, grants_standing_permission
-from core.protocol.events import (
+from c2.core.commits import commit_activity, commit_turn_state, record_resolution
+from c2.core.permissions import Decision, automatic_answer, decide, grants_standing_permission
+from c2.core.protocol.events import (
     AgentText,
     AgentThought,
     ConfigOptions,
@@ -49,7 +49,7 @@ from core.protocol.events import (
     ToolCall,
     Usage,
 )
-from core.protocol.state import (
+from c2.core.protocol.state import (
     ContextWindow,
     Part,
     PendingInput,
@@ -58,12 +58,12 @@ from core.protocol.state import (
     TextPart,
     ToolCallPart,
 )
-from core.store.database import Store, UnitOfWork
-from core.store.faults import describe
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.faults import describe
 
 if TYPE_CHECKING:
-    from core.live import LiveSession
-    from core.usage import UsageLedger, UsageStep
+    from c2.core.live import LiveSession
+    from c2.core.usage import UsageLedger, UsageStep
 
 log = logging.getLogger(__name__)
 # Queued-but-uncommitted updates per session before the reader waits for the writer.

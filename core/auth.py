@@ -17,19 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.bus import EventBus
-from core.devices import Device
-from core.errors import (
+from c2.core.bus import EventBus
+from c2.core.devices import Device
+from c2.core.errors import (
     DeviceNotFoundError,
     InvalidPairingTokenError,
     InvalidTicketError,
     RateLimitedError,
     UnauthorizedError,
 )
-from core.scopes import ALL_SCOPES, Scope
-from core.session import utcnow
-from core.store.database import Store, UnitOfWork
-from core.store.devices import DeviceRepository
+from c2.core.scopes import ALL_SCOPES, Scope
+from c2.core.session import utcnow
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.devices import DeviceRepository
 
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.

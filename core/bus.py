@@ -12,8 +12,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-from core.event_ring import EventRing
-from core.store.events import CommittedEvent
+from c2.core.event_ring import EventRing
+from c2.core.store.events import CommittedEvent
 
 DEFAULT_BACKLOG = 1024
 

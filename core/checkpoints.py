@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from core.activity import is_busy
-from core.errors import (
+from c2.core.activity import is_busy
+from c2.core.errors import (
     DomainError,
     ForceRequiredError,
     NoCheckpointsError,
@@ -35,12 +35,12 @@ from core.errors import (
     TurnAlreadyRunningError,
     WorktreeError,
 )
-from core.protocol.events import Event, SessionRewound, TurnEnded
-from core.protocol.ops import RewindOp
-from core.protocol.state import CheckpointPart, RewindPart
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
-from core.worktrees.checkpoints import (
+from c2.core.protocol.events import Event, SessionRewound, TurnEnded
+from c2.core.protocol.ops import RewindOp
+from c2.core.protocol.state import CheckpointPart, RewindPart
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.worktrees.checkpoints import (
     REF_ROOT,
     Workspace,
     capture,
@@ -55,8 +55,8 @@ from core.worktrees.checkpoints import (
 )
 
 if TYPE_CHECKING:
-    from core.live import LiveSession
-    from core.live_agents import LiveAgents
+    from c2.core.live import LiveSession
+    from c2.core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

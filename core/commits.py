@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.activity import advance
-from core.live import LiveSession
-from core.protocol.events import Event, PermissionResolved, SessionActivityChanged
-from core.protocol.state import (
+from c2.core.activity import advance
+from c2.core.live import LiveSession
+from c2.core.protocol.events import Event, PermissionResolved, SessionActivityChanged
+from c2.core.protocol.state import (
     AnsweredBy,
     FailedState,
     IdleState,
@@ -20,7 +20,7 @@ from core.protocol.state import (
     PermissionPart,
     RunState,
 )
-from core.store.database import Store, UnitOfWork
+from c2.core.store.database import Store, UnitOfWork
 
 
 def record_resolution(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.scopes import Scope
+from c2.core.scopes import Scope
 
 
 @dataclass(frozen=True, slots=True)

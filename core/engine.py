@@ -15,15 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, assert_never
 
-from core.agent_feed import AgentFeed
-from core.agents.client import start_agent
-from core.agents.port import AgentFactory
-from core.checkpoints import CheckpointService, RewindResult
-from core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
-from core.forks import ForkService
-from core.lifecycle import SessionLifecycle, resolve_cwd
-from core.live_agents import LiveAgents
-from core.outcomes import (
+from c2.core.agent_feed import AgentFeed
+from c2.core.agents.client import start_agent
+from c2.core.agents.port import AgentFactory
+from c2.core.checkpoints import CheckpointService, RewindResult
+from c2.core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
+from c2.core.forks import ForkService
+from c2.core.lifecycle import SessionLifecycle, resolve_cwd
+from c2.core.live_agents import LiveAgents
+from c2.core.outcomes import (
     AnswerResult,
     BaselineChoice,
     CancelResult,
@@ -36,10 +36,10 @@ from core.outcomes import (
     TranscriptPage,
     WorktreeDiscarded,
 )
-from core.processes import end_orphans
-from core.prompt_compiler import PromptCompiler
-from core.protocol.events import QueueItem, SessionActivityChanged
-from core.protocol.ops import (
+from c2.core.processes import end_orphans
+from c2.core.prompt_compiler import PromptCompiler
+from c2.core.protocol.events import QueueItem, SessionActivityChanged
+from c2.core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
@@ -59,19 +59,19 @@ from core.protocol.ops import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
-from core.protocol.state import AnsweredBy, SessionSnapshot
-from core.providers import ProviderRegistry
-from core.queue import FollowUpQueue, QueueView
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.session_options import SessionOptions
-from core.skills import SkillLibrary
-from core.store.database import ReadUnit, Store, UnitOfWork
-from core.store.usage import Budget
-from core.transcript import read_page
-from core.turns import TurnRunner
-from core.usage import UsageLedger
-from core.worktrees import preview_baselines_async
+from c2.core.protocol.state import AnsweredBy, SessionSnapshot
+from c2.core.providers import ProviderRegistry
+from c2.core.queue import FollowUpQueue, QueueView
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.session_options import SessionOptions
+from c2.core.skills import SkillLibrary
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.usage import Budget
+from c2.core.transcript import read_page
+from c2.core.turns import TurnRunner
+from c2.core.usage import UsageLedger
+from c2.core.worktrees import preview_baselines_async
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.protocol.events import BudgetLimit, BudgetUsed
+    from c2.core.protocol.events import BudgetLimit, BudgetUsed
 
 
 class DomainError(Exception):

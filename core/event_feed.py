@@ -6,12 +6,12 @@ far, else from the log), and each event's shared frame. api/stream.py orders and
 
 from __future__ import annotations
 
-from core.errors import DomainError, StoreUnavailableError
-from core.event_ring import EventRing
-from core.protocol.state import SessionSnapshot
-from core.session import SessionRecord
-from core.store.database import ReadUnit, Store
-from core.store.events import CommittedEvent, LogBounds
+from c2.core.errors import DomainError, StoreUnavailableError
+from c2.core.event_ring import EventRing
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.session import SessionRecord
+from c2.core.store.database import ReadUnit, Store
+from c2.core.store.events import CommittedEvent, LogBounds
 
 __all__ = ["REPLAY_BATCH", "CommittedEvent", "EventFeed", "LogBounds", "resync_reason"]
 REPLAY_BATCH = 500

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections import deque
 from itertools import islice
 
-from core.store.events import CommittedEvent
+from c2.core.store.events import CommittedEvent
 
 DEFAULT_EVENTS = 16_384
 DEFAULT_BYTES = 16 * 1024 * 1024

@@ -14,20 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.acp_sessions import adopt, agent_failure, open_new
-from core.agents.updates import AgentError
-from core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError
-from core.live import LiveSession
-from core.mcp_servers import dump_mcp_servers
-from core.new_sessions import commit_new_session
-from core.protocol.events import Event
-from core.protocol.ops import ForkOp
-from core.protocol.state import ForkedFrom, SessionSnapshot, TranscriptEntry
-from core.protocol.values import WorktreeBase
-from core.session import SessionRecord
-from core.store.database import ReadUnit, Store, UnitOfWork
-from core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
-from core.worktrees import (
+from c2.core.acp_sessions import adopt, agent_failure, open_new
+from c2.core.agents.updates import AgentError
+from c2.core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError
+from c2.core.live import LiveSession
+from c2.core.mcp_servers import dump_mcp_servers
+from c2.core.new_sessions import commit_new_session
+from c2.core.protocol.events import Event
+from c2.core.protocol.ops import ForkOp
+from c2.core.protocol.state import ForkedFrom, SessionSnapshot, TranscriptEntry
+from c2.core.protocol.values import WorktreeBase
+from c2.core.session import SessionRecord
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
+from c2.core.worktrees import (
     CreatedWorktree,
     create_worktree_at_async,
     discard_worktree_async,
@@ -35,8 +35,8 @@ from core.worktrees import (
 )
 
 if TYPE_CHECKING:
-    from core.checkpoints import CheckpointService
-    from core.live_agents import LiveAgents
+    from c2.core.checkpoints import CheckpointService
+    from c2.core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 _ALL = 2**62

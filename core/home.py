@@ -11,11 +11,11 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from core.auth import PairedDevice, add_pairing_token, create_device
-from core.scopes import Scope
-from core.store.database import Store, sqlite_url
-from core.store.faults import describe
-from core.store.ownership import HomeLock, OwnershipError, claim_home
+from c2.core.auth import PairedDevice, add_pairing_token, create_device
+from c2.core.scopes import Scope
+from c2.core.store.database import Store, sqlite_url
+from c2.core.store.faults import describe
+from c2.core.store.ownership import HomeLock, OwnershipError, claim_home
 
 __all__ = [
     "DATABASE_FILES",

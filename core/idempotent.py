@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from core.errors import RequestIdReusedError
-from core.protocol.ops import Op
-from core.store.database import Store
+from c2.core.errors import RequestIdReusedError
+from c2.core.protocol.ops import Op
+from c2.core.store.database import Store
 
 log = logging.getLogger(__name__)
 

@@ -10,33 +10,33 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from core.acp_sessions import adopt, agent_failure, open_new
-from core.agents.updates import AgentError
-from core.checkpoints import CheckpointService
-from core.errors import (
+from c2.core.acp_sessions import adopt, agent_failure, open_new
+from c2.core.agents.updates import AgentError
+from c2.core.checkpoints import CheckpointService
+from c2.core.errors import (
     DomainError,
     InvalidCwdError,
     ProviderUnavailableError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
 )
-from core.live import LiveSession
-from core.live_agents import LiveAgents
-from core.mcp_servers import merge_mcp_servers, parse_mcp_servers
-from core.new_sessions import commit_new_session
-from core.outcomes import (
+from c2.core.live import LiveSession
+from c2.core.live_agents import LiveAgents
+from c2.core.mcp_servers import merge_mcp_servers, parse_mcp_servers
+from c2.core.new_sessions import commit_new_session
+from c2.core.outcomes import (
     WorktreeDiscarded,
 )
-from core.protocol.events import SessionDeleted
-from core.protocol.ops import NewSessionOp
-from core.protocol.state import SessionSnapshot
-from core.protocol.values import DEFAULT_POLICY, WorktreeBase, provider_key
-from core.providers import ProviderRegistry
-from core.queue import FollowUpQueue
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
-from core.worktrees import (
+from c2.core.protocol.events import SessionDeleted
+from c2.core.protocol.ops import NewSessionOp
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.protocol.values import DEFAULT_POLICY, WorktreeBase, provider_key
+from c2.core.providers import ProviderRegistry
+from c2.core.queue import FollowUpQueue
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.worktrees import (
     create_worktree_async,
     discard_worktree_async,
 )

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from typing import Protocol
 
-from core.activity import LiveTurn
-from core.agents.port import Agent
-from core.agents.updates import AgentHandler
-from core.session import SessionRecord
+from c2.core.activity import LiveTurn
+from c2.core.agents.port import Agent
+from c2.core.agents.updates import AgentHandler
+from c2.core.session import SessionRecord
 
 
 class SessionFeed(AgentHandler, Protocol):

@@ -12,21 +12,21 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 
-from core.acp_sessions import agent_failure
-from core.agents.port import Agent, AgentFactory
-from core.agents.updates import AgentError
-from core.errors import (
+from c2.core.acp_sessions import agent_failure
+from c2.core.agents.port import Agent, AgentFactory
+from c2.core.agents.updates import AgentError
+from c2.core.errors import (
     CapacityError,
     ProviderUnavailableError,
     SessionNotFoundError,
     StoreUnavailableError,
 )
-from core.live import LiveSession, SessionFeed
-from core.processes import AgentRecords
-from core.providers import ProviderRegistry
-from core.session import SessionRecord
-from core.store.database import Store
-from core.supervisor import Supervisor
+from c2.core.live import LiveSession, SessionFeed
+from c2.core.processes import AgentRecords
+from c2.core.providers import ProviderRegistry
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store
+from c2.core.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from core.errors import InvalidMcpServerError, McpUnsupportedError
-from core.protocol.state import McpServerSummary
+from c2.core.errors import InvalidMcpServerError, McpUnsupportedError
+from c2.core.protocol.state import McpServerSummary
 
 McpTransport = Literal["stdio", "http", "sse"]
 MAX_SERVERS = 32

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from core.errors import TurnFailedError
-from core.protocol.events import Event, SessionCreated
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
-from core.usage import UsageLedger
+from c2.core.errors import TurnFailedError
+from c2.core.protocol.events import Event, SessionCreated
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.usage import UsageLedger
 
 
 async def commit_new_session(

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.protocol.state import ConfigOption, TranscriptEntry, part_wire
-from core.protocol.values import ExecutionPolicy, WorktreeBaseline
+from c2.core.protocol.state import ConfigOption, TranscriptEntry, part_wire
+from c2.core.protocol.values import ExecutionPolicy, WorktreeBaseline
 
 
 class PromptAccepted(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 
 READ_KINDS = frozenset({"read", "search", "fetch", "think"})
 MUTATING_KINDS = frozenset({"edit", "delete", "move", "execute", "switch_mode"})

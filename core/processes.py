@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.agents.reaper import boot_id, end_orphaned_group, read_stat
-from core.store.agent_processes import AgentProcessRecord
-from core.store.database import Store, UnitOfWork
+from c2.core.agents.reaper import boot_id, end_orphaned_group, read_stat
+from c2.core.store.agent_processes import AgentProcessRecord
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from core.outcomes import PromptPreview
-from core.prompts import compile_prompt
-from core.protocol.ops import Doc, SessionRefBlock
-from core.skills import SkillLibrary
-from core.store.database import Store
-from core.transcript import referenced_chat_context
+from c2.core.outcomes import PromptPreview
+from c2.core.prompts import compile_prompt
+from c2.core.protocol.ops import Doc, SessionRefBlock
+from c2.core.skills import SkillLibrary
+from c2.core.store.database import Store
+from c2.core.transcript import referenced_chat_context
 
 
 class PromptCompiler:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
-from core.skills import SkillLibrary
+from c2.core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from c2.core.skills import SkillLibrary
 
 DISPLAY_LIMIT = 400
 _TITLE_LEAD = frozenset("#>*-+`\"'")

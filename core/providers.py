@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.agents.port import LaunchSpec
-from core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
-from core.mcp_servers import McpServer, parse_mcp_servers
-from core.protocol.state import AuthMethodInfo, McpServerSummary
-from core.protocol.values import (
+from c2.core.agents.port import LaunchSpec
+from c2.core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
+from c2.core.mcp_servers import McpServer, parse_mcp_servers
+from c2.core.protocol.state import AuthMethodInfo, McpServerSummary
+from c2.core.protocol.values import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
     DocumentedProvider,
@@ -136,7 +136,7 @@ def builtin_entries(home: Path) -> list[ProviderEntry]:
             # package (or core.py) cannot shadow c2's. PYTHONPATH then finds c2's `core`
             # whatever the cwd; its sessions survive restarts (session/load) by living under
             # the home directory.
-            args=("-P", "-m", "core.agents.demo_agent"),
+            args=("-P", "-m", "c2.core.agents.demo_agent"),
             env={"PYTHONPATH": python_path, "DEMO_AGENT_STATE_DIR": str(home / "demo-agent")},
         ),
     ]

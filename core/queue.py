@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from core.activity import LiveTurn, is_busy
-from core.errors import DomainError, QueueItemNotFoundError
-from core.outcomes import PromptAccepted
-from core.protocol.events import Event, QueueChanged, QueueItem, QueuePaused, TurnEnded
-from core.protocol.ops import (
+from c2.core.activity import LiveTurn, is_busy
+from c2.core.errors import DomainError, QueueItemNotFoundError
+from c2.core.outcomes import PromptAccepted
+from c2.core.protocol.events import Event, QueueChanged, QueueItem, QueuePaused, TurnEnded
+from c2.core.protocol.ops import (
     PROTOCOL_DOC,
     EditQueuedOp,
     PromptOp,
@@ -29,16 +29,16 @@ from core.protocol.ops import (
     RemoveQueuedOp,
     ResumeQueueOp,
 )
-from core.protocol.state import FailedState, RunState
-from core.protocol.values import StopReason
-from core.session import utcnow
-from core.store.database import ReadUnit, Store, UnitOfWork
-from core.store.queue import QueueRepository, StoredItem
-from core.supervisor import Supervisor
+from c2.core.protocol.state import FailedState, RunState
+from c2.core.protocol.values import StopReason
+from c2.core.session import utcnow
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.queue import QueueRepository, StoredItem
+from c2.core.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from core.live import LiveSession
-    from core.live_agents import LiveAgents
+    from c2.core.live import LiveSession
+    from c2.core.live_agents import LiveAgents
 
 log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from core.errors import DomainError
-from core.protocol.events import ErrorEvent, Event
-from core.store.database import Store, UnitOfWork
+from c2.core.errors import DomainError
+from c2.core.protocol.events import ErrorEvent, Event
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 

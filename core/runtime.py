@@ -14,17 +14,17 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from core.auth import DeviceAuth
-from core.bus import EventBus
-from core.engine import Engine
-from core.event_feed import EventFeed
-from core.home import HomeLock, open_home, sqlite_url
-from core.idempotent import IdempotentOps
-from core.notify.push import PushService
-from core.notify.webhooks import WebhookDispatcher, WebhookService
-from core.search.service import SearchService
-from core.store.database import Store
-from core.store.events import CommittedEvent
+from c2.core.auth import DeviceAuth
+from c2.core.bus import EventBus
+from c2.core.engine import Engine
+from c2.core.event_feed import EventFeed
+from c2.core.home import HomeLock, open_home, sqlite_url
+from c2.core.idempotent import IdempotentOps
+from c2.core.notify.push import PushService
+from c2.core.notify.webhooks import WebhookDispatcher, WebhookService
+from c2.core.search.service import SearchService
+from c2.core.store.database import Store
+from c2.core.store.events import CommittedEvent
 
 log = logging.getLogger(__name__)
 # Builds the engine over the runtime's store (and bus, for engines that want it).

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from core.mcp_servers import McpServer
-from core.protocol.state import (
+from c2.core.mcp_servers import McpServer
+from c2.core.protocol.state import (
     ConfigOption,
     ContextWindow,
     ForkedFrom,
@@ -20,7 +20,7 @@ from core.protocol.state import (
     SessionActivity,
     SessionSnapshot,
 )
-from core.protocol.values import DEFAULT_POLICY, ExecutionPolicy, WorktreeBaseline, provider_wire
+from c2.core.protocol.values import DEFAULT_POLICY, ExecutionPolicy, WorktreeBaseline, provider_wire
 
 DEFAULT_TITLE = "Untitled session"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from core.acp_sessions import (
+from c2.core.acp_sessions import (
     apply_mode,
     apply_model,
     effective_models,
@@ -16,30 +16,30 @@ from core.acp_sessions import (
     model_option,
     state_events,
 )
-from core.agents.port import Agent
-from core.agents.updates import AgentError
-from core.errors import (
+from c2.core.agents.port import Agent
+from c2.core.agents.updates import AgentError
+from c2.core.errors import (
     OperationFailedError,
     SessionNotFoundError,
     UnknownModeError,
     UnknownModelError,
 )
-from core.live import LiveSession
-from core.live_agents import LiveAgents
-from core.outcomes import (
+from c2.core.live import LiveSession
+from c2.core.live_agents import LiveAgents
+from c2.core.outcomes import (
     ConfigResult,
     ModelResult,
     ModeResult,
     PolicyResult,
 )
-from core.permissions import is_stricter
-from core.protocol.events import ExecutionPolicyChanged
-from core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
-from core.protocol.state import ModeChoice, ModelChoice
-from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
+from c2.core.permissions import is_stricter
+from c2.core.protocol.events import ExecutionPolicyChanged
+from c2.core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
+from c2.core.protocol.state import ModeChoice, ModelChoice
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from core.safe_files import UnsafeFileError, is_dir_within, read_bounded
+from c2.core.safe_files import UnsafeFileError, is_dir_within, read_bounded
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from core.errors import TranscriptCursorError
-from core.outcomes import TranscriptPage
-from core.protocol.state import Part, PlanPart, PromptPart, TextPart, ToolCallPart, TranscriptEntry
-from core.store.database import ReadUnit
+from c2.core.errors import TranscriptCursorError
+from c2.core.outcomes import TranscriptPage
+from c2.core.protocol.state import Part, PlanPart, PromptPart, TextPart, ToolCallPart, TranscriptEntry
+from c2.core.store.database import ReadUnit
 
 DEFAULT_TURNS = 20
 MAX_TURNS = 50

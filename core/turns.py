@@ -17,12 +17,12 @@ import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from core.acp_sessions import agent_failure, attach
-from core.activity import INTERRUPTED, LiveTurn, is_busy
-from core.agents.updates import AgentError
-from core.checkpoints import CheckpointService
-from core.commits import commit_activity, record_resolution
-from core.errors import (
+from c2.core.acp_sessions import agent_failure, attach
+from c2.core.activity import INTERRUPTED, LiveTurn, is_busy
+from c2.core.agents.updates import AgentError
+from c2.core.checkpoints import CheckpointService
+from c2.core.commits import commit_activity, record_resolution
+from c2.core.errors import (
     DomainError,
     InvalidOptionError,
     PermissionNotPendingError,
@@ -30,15 +30,15 @@ from core.errors import (
     TurnAlreadyRunningError,
     TurnFailedError,
 )
-from core.forks import ForkService
-from core.live import LiveSession, SessionFeed
-from core.live_agents import LiveAgents
-from core.outcomes import AnswerResult, CancelResult, PromptAccepted
-from core.prompt_compiler import PromptCompiler
-from core.prompts import canonical_text, derive_title, display_text
-from core.protocol.events import ErrorEvent, Event, SessionTitleChanged, TurnEnded, TurnStarted
-from core.protocol.ops import AnswerPermissionOp, Doc, PromptOp
-from core.protocol.state import (
+from c2.core.forks import ForkService
+from c2.core.live import LiveSession, SessionFeed
+from c2.core.live_agents import LiveAgents
+from c2.core.outcomes import AnswerResult, CancelResult, PromptAccepted
+from c2.core.prompt_compiler import PromptCompiler
+from c2.core.prompts import canonical_text, derive_title, display_text
+from c2.core.protocol.events import ErrorEvent, Event, SessionTitleChanged, TurnEnded, TurnStarted
+from c2.core.protocol.ops import AnswerPermissionOp, Doc, PromptOp
+from c2.core.protocol.state import (
     AnsweredBy,
     FailedState,
     IdleState,
@@ -46,14 +46,14 @@ from core.protocol.state import (
     RunningState,
     RunState,
 )
-from core.protocol.values import StopReason
-from core.providers import ProviderRegistry
-from core.reporter import Reporter
-from core.session import SessionRecord
-from core.store.database import Store, UnitOfWork
-from core.supervisor import Supervisor
-from core.usage import UsageLedger
-from core.worktrees import validate_worktree_async
+from c2.core.protocol.values import StopReason
+from c2.core.providers import ProviderRegistry
+from c2.core.reporter import Reporter
+from c2.core.session import SessionRecord
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.supervisor import Supervisor
+from c2.core.usage import UsageLedger
+from c2.core.worktrees import validate_worktree_async
 
 log = logging.getLogger(__name__)
 GRANTS_RESET = (

@@ -23,24 +23,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from core.errors import (
+from c2.core.errors import (
     BudgetExceededError,
     DeviceNotFoundError,
     InvalidUsageQueryError,
     SessionNotFoundError,
     StoreUnavailableError,
 )
-from core.protocol.events import BudgetExceeded, BudgetLimit, BudgetUsed, Cost
-from core.protocol.values import provider_wire
-from core.session import rfc3339, utcnow
-from core.store.database import ReadUnit, Store, UnitOfWork
-from core.store.devices import DeviceRepository
-from core.store.usage import Budget as Budget  # re-exported: the budget a route sets
-from core.store.usage import TurnUsageRecord, UsageRepository
+from c2.core.protocol.events import BudgetExceeded, BudgetLimit, BudgetUsed, Cost
+from c2.core.protocol.values import provider_wire
+from c2.core.session import rfc3339, utcnow
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.devices import DeviceRepository
+from c2.core.store.usage import Budget as Budget  # re-exported: the budget a route sets
+from c2.core.store.usage import TurnUsageRecord, UsageRepository
 
 if TYPE_CHECKING:
-    from core.agents.updates import TurnUsage
-    from core.live import LiveSession
+    from c2.core.agents.updates import TurnUsage
+    from c2.core.live import LiveSession
 
 log = logging.getLogger(__name__)
 BudgetAction = Literal["warn", "refuse_new_turns", "cancel_running"]

@@ -20,14 +20,14 @@ import anyio
 import httpx
 import pytest
 
-from api.app import create_app
-from api.server import C2Server, build_server
-from api.services import Services
-from api.settings import Settings
-from core.auth import PairedDevice, create_device
-from core.protocol.events import ErrorEvent, Event
-from core.scopes import ALL_SCOPES, Scope
-from core.store.database import UnitOfWork, sqlite_url
+from c2.api.app import create_app
+from c2.api.server import C2Server, build_server
+from c2.api.services import Services
+from c2.api.settings import Settings
+from c2.core.auth import PairedDevice, create_device
+from c2.core.protocol.events import ErrorEvent, Event
+from c2.core.scopes import ALL_SCOPES, Scope
+from c2.core.store.database import UnitOfWork, sqlite_url
 
 T = TypeVar("T")
 START_TIMEOUT = 30.0

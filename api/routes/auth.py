@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Request, Response
 
-from api.authn import DeviceDep, ServicesDep, client_key
-from api.schemas import DeviceOut, PairRequest, PairResponse, TicketResponse
-from api.scopes import SELF_OR_ADMIN, needs
-from core.scopes import Scope, ordered
-from core.session import rfc3339
+from c2.api.authn import DeviceDep, ServicesDep, client_key
+from c2.api.schemas import DeviceOut, PairRequest, PairResponse, TicketResponse
+from c2.api.scopes import SELF_OR_ADMIN, needs
+from c2.core.scopes import Scope, ordered
+from c2.core.session import rfc3339
 
 router = APIRouter(prefix="/v1", tags=["auth"])
 

@@ -9,14 +9,14 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from api.authn import ServicesDep, current_device
-from api.openapi import Responses
-from api.scopes import needs
-from core.lifecycle import resolve_cwd
-from core.outcomes import BaselineChoice
-from core.providers import ProviderInfo
-from core.scopes import Scope
-from core.skills import SkillInfo
+from c2.api.authn import ServicesDep, current_device
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.core.lifecycle import resolve_cwd
+from c2.core.outcomes import BaselineChoice
+from c2.core.providers import ProviderInfo
+from c2.core.scopes import Scope
+from c2.core.skills import SkillInfo
 
 router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_device)])
 Cwd = Annotated[str, Query(min_length=1, max_length=4096, description="A directory path")]

@@ -20,13 +20,13 @@ from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
-from api.authn import DeviceDep, ServicesDep
-from api.errors import TooManyStreamsError
-from api.frames import StreamFrame
-from api.openapi import Responses
-from api.scopes import needs
-from api.stream import EventStream, StreamSlots
-from core.scopes import Scope as DeviceScope
+from c2.api.authn import DeviceDep, ServicesDep
+from c2.api.errors import TooManyStreamsError
+from c2.api.frames import StreamFrame
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.api.stream import EventStream, StreamSlots
+from c2.core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
 MAX_SEQ = 2**63 - 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.authn import ServicesDep
-from api.errors import NotReadyError
-from api.schemas import Health
+from c2.api.authn import ServicesDep
+from c2.api.errors import NotReadyError
+from c2.api.schemas import Health
 
 router = APIRouter(tags=["health"])
 

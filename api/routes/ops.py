@@ -17,10 +17,10 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from pydantic import BaseModel, TypeAdapter
 
-from api.authn import DeviceDep, ServicesDep
-from api.dispatch import OpJSONResponse
-from api.openapi import Responses
-from api.schemas import (
+from c2.api.authn import DeviceDep, ServicesDep
+from c2.api.dispatch import OpJSONResponse
+from c2.api.openapi import Responses
+from c2.api.schemas import (
     AnswerBody,
     ConfigValueBody,
     CorrelatedBody,
@@ -36,9 +36,9 @@ from api.schemas import (
     SandboxBody,
     WireOp,
 )
-from api.scopes import PER_OP, needs
-from core.checkpoints import RewindResult
-from core.outcomes import (
+from c2.api.scopes import PER_OP, needs
+from c2.core.checkpoints import RewindResult
+from c2.core.outcomes import (
     AnswerResult,
     CancelResult,
     ConfigResult,
@@ -47,8 +47,8 @@ from core.outcomes import (
     PolicyResult,
     PromptAccepted,
 )
-from core.protocol.events import QueueItem
-from core.protocol.ops import (
+from c2.core.protocol.events import QueueItem
+from c2.core.protocol.ops import (
     OP_TYPES,
     AnswerPermissionOp,
     CancelOp,
@@ -69,10 +69,10 @@ from core.protocol.ops import (
     SetSandboxOp,
     op_tag,
 )
-from core.protocol.state import SessionSnapshot
-from core.protocol.values import RequestId
-from core.queue import QueueView
-from core.scopes import Scope
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.protocol.values import RequestId
+from c2.core.queue import QueueView
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["ops"])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.authn import DeviceDep, ServicesDep, current_device
-from api.openapi import Responses
-from api.scopes import needs
-from core.scopes import Scope
+from c2.api.authn import DeviceDep, ServicesDep, current_device
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["push"], dependencies=[Depends(current_device)])
 SubscriptionPath = Annotated[

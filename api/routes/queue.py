@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 
-from api.authn import ServicesDep, current_device
-from api.openapi import Responses
-from api.scopes import needs
-from core.queue import QueueView
-from core.scopes import Scope
+from c2.api.authn import ServicesDep, current_device
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.core.queue import QueueView
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["queue"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

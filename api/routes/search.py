@@ -11,10 +11,10 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from api.authn import ServicesDep, current_device
-from api.openapi import Responses
-from api.scopes import needs
-from core.scopes import Scope
+from c2.api.authn import ServicesDep, current_device
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(current_device)])
 

@@ -8,14 +8,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from api.authn import ServicesDep, current_device
-from api.errors import framed
-from api.openapi import Responses
-from api.schemas import PreviewBody, SessionList
-from api.scopes import needs
-from core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
-from core.protocol.state import SessionSnapshot
-from core.scopes import Scope
+from c2.api.authn import ServicesDep, current_device
+from c2.api.errors import framed
+from c2.api.openapi import Responses
+from c2.api.schemas import PreviewBody, SessionList
+from c2.api.scopes import needs
+from c2.core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

@@ -12,12 +12,12 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.authn import ServicesDep, current_device
-from api.openapi import Responses
-from api.scopes import needs
-from core.protocol.values import Timestamp
-from core.scopes import Scope
-from core.usage import Budget, BudgetAction, GroupBy, parse_since
+from c2.api.authn import ServicesDep, current_device
+from c2.api.openapi import Responses
+from c2.api.scopes import needs
+from c2.core.protocol.values import Timestamp
+from c2.core.scopes import Scope
+from c2.core.usage import Budget, BudgetAction, GroupBy, parse_since
 
 router = APIRouter(prefix="/v1", tags=["usage"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]

@@ -22,9 +22,9 @@ from typing import Any
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
-from core.agents.port import LaunchSpec, ProcessRegistry
-from core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
-from core.agents.translate import (
+from c2.core.agents.port import LaunchSpec, ProcessRegistry
+from c2.core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
+from c2.core.agents.translate import (
     InvalidParamsError,
     UpdateTranslator,
     parse_auth_methods,
@@ -33,7 +33,7 @@ from core.agents.translate import (
     parse_turn_usage,
     session_info,
 )
-from core.agents.updates import (
+from c2.core.agents.updates import (
     AcpSessionInfo,
     AgentError,
     AgentHandler,
@@ -47,8 +47,8 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol.state import AuthMethodInfo, ConfigOption
-from core.protocol.values import StopReason
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption
+from c2.core.protocol.values import StopReason
 
 __all__ = [
     "AcpSessionInfo",

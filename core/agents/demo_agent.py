@@ -35,7 +35,7 @@ from acp.schema import (
 )
 from acp.utils import serialize_params
 
-from core.agents.agent_side import AgentPeer, serve
+from c2.core.agents.agent_side import AgentPeer, serve
 
 CONTEXT_WINDOW = 200_000
 MAX_ECHO_CHUNKS = 64

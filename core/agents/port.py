@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.agents.updates import AcpSessionInfo, AgentHandler
-from core.protocol.state import AuthMethodInfo, ConfigOption
-from core.protocol.values import StopReason
+from c2.core.agents.updates import AcpSessionInfo, AgentHandler
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption
+from c2.core.protocol.values import StopReason
 
 
 @dataclass(frozen=True)

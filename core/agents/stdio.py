@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.agents.environment import agent_environment
+from c2.core.agents.environment import agent_environment
 
 logger = logging.getLogger(__name__)
 

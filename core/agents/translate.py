@@ -15,8 +15,8 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from core.agents.agent_input import project_agent_input
-from core.agents.updates import (
+from c2.core.agents.agent_input import project_agent_input
+from c2.core.agents.updates import (
     AcpSessionInfo,
     AgentUpdate,
     ConfigOptionsUpdate,
@@ -29,8 +29,8 @@ from core.agents.updates import (
     TurnUsage,
     UsageUpdate,
 )
-from core.protocol.events import Cost
-from core.protocol.state import (
+from c2.core.protocol.events import Cost
+from c2.core.protocol.state import (
     AuthMethodInfo,
     ConfigChoice,
     ConfigOption,
@@ -41,7 +41,7 @@ from core.protocol.state import (
     ToolContent,
     ToolLocation,
 )
-from core.protocol.values import StopReason
+from c2.core.protocol.values import StopReason
 
 logger = logging.getLogger(__name__)
 

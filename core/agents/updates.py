@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from core.protocol.events import Cost
-from core.protocol.state import (
+from c2.core.protocol.events import Cost
+from c2.core.protocol.state import (
     AuthMethodInfo,
     ConfigOption,
     ModelsState,

@@ -39,11 +39,11 @@ from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02
 from pywebpush import WebPusher
 
-from core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
-from core.notify.payloads import event_kind, push_topic
-from core.store.database import Store
-from core.store.events import CommittedEvent
-from core.store.webhooks import PushSubscription, WebhookRepository, session_title
+from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
+from c2.core.notify.payloads import event_kind, push_topic
+from c2.core.store.database import Store
+from c2.core.store.events import CommittedEvent
+from c2.core.store.webhooks import PushSubscription, WebhookRepository, session_title
 
 log = logging.getLogger(__name__)
 KEY_FILE = "vapid_private.pem"

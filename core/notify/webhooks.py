@@ -34,18 +34,18 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.errors import (
+from c2.core.errors import (
     InvalidWebhookUrlError,
     RequestIdReusedError,
     UnknownEventError,
     WebhookNotFoundError,
 )
-from core.notify.payloads import WEBHOOK_EVENTS, event_kind
-from core.protocol.events import WebhookDisabled
-from core.session import utcnow
-from core.store.database import Store, UnitOfWork
-from core.store.events import CommittedEvent
-from core.store.webhooks import DueDelivery, WebhookRepository
+from c2.core.notify.payloads import WEBHOOK_EVENTS, event_kind
+from c2.core.protocol.events import WebhookDisabled
+from c2.core.session import utcnow
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.events import CommittedEvent
+from c2.core.store.webhooks import DueDelivery, WebhookRepository
 
 log = logging.getLogger(__name__)
 MAX_URL_CHARS = 2048

@@ -17,8 +17,8 @@ from pydantic import (
     Field,
 )
 
-from core.protocol.ops import Doc
-from core.protocol.state import (
+from c2.core.protocol.ops import Doc
+from c2.core.protocol.state import (
     AnsweredBy,
     AuthMethodInfo,
     ConfigOption,
@@ -29,7 +29,7 @@ from core.protocol.state import (
     ToolContent,
     ToolLocation,
 )
-from core.protocol.values import ExecutionPolicy, StopReason, WorktreeBaseline
+from c2.core.protocol.values import ExecutionPolicy, StopReason, WorktreeBaseline
 
 
 class _Event(BaseModel):

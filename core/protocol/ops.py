@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from core.protocol.values import (
+from c2.core.protocol.values import (
     ExecutionPolicy,
     PermissionMode,
     ProviderSpec,

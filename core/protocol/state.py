@@ -17,7 +17,7 @@ from pydantic import (
     TypeAdapter,
 )
 
-from core.protocol.values import ExecutionPolicy, Timestamp, WorktreeBaseline
+from c2.core.protocol.values import ExecutionPolicy, Timestamp, WorktreeBaseline
 
 
 def _absent_when_none() -> Any:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.errors import InvalidQueryError
-from core.search.tokens import run_tokens, runs, tokenize
+from c2.core.errors import InvalidQueryError
+from c2.core.search.tokens import run_tokens, runs, tokenize
 
 MAX_QUERY_CHARS = 500
 MAX_TERMS = 32

@@ -13,11 +13,11 @@ import base64
 import binascii
 from typing import Any
 
-from core.errors import InvalidSearchCursorError, SessionNotFoundError
-from core.search.query import Matcher, Query, parse, to_fts5, to_tsquery
-from core.search.snippets import snippet
-from core.store.database import ReadUnit, Store
-from core.store.search import Doc, SearchReader
+from c2.core.errors import InvalidSearchCursorError, SessionNotFoundError
+from c2.core.search.query import Matcher, Query, parse, to_fts5, to_tsquery
+from c2.core.search.snippets import snippet
+from c2.core.store.database import ReadUnit, Store
+from c2.core.store.search import Doc, SearchReader
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from core.search.query import Query
-from core.search.tokens import runs
+from c2.core.search.query import Query
+from c2.core.search.tokens import runs
 
 WINDOW = 200  # characters of text in a snippet
 LEAD = 60  # characters kept before the first match

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, delete, insert, select
 
-from core.session import utcnow
-from core.store.tables import AgentProcessRow
+from c2.core.session import utcnow
+from c2.core.store.tables import AgentProcessRow
 
 _PROCS = AgentProcessRow.__table__  # type: ignore[attr-defined]
 

@@ -14,11 +14,11 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert
 
-from core.protocol.events import Event
-from core.session import utcnow
-from core.store.search import SearchOp, SearchState, index_ops
-from core.store.tables import EventRow, PartRow
-from core.store.webhooks import record_deliveries
+from c2.core.protocol.events import Event
+from c2.core.session import utcnow
+from c2.core.store.search import SearchOp, SearchState, index_ops
+from c2.core.store.tables import EventRow, PartRow
+from c2.core.store.webhooks import record_deliveries
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]

@@ -27,18 +27,18 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
-from core.notify.payloads import WEBHOOK_EVENTS
-from core.protocol.events import Event
-from core.store.agent_processes import AgentProcessRepository
-from core.store.buffer import WriteBuffer
-from core.store.events import CommittedEvent, EventLog
-from core.store.faults import StoreWriteError, describe, is_transient
-from core.store.idempotency import IdempotencyRepository
-from core.store.ownership import claim_database, owner_label, reader_label
-from core.store.parts import PartRepository
-from core.store.search import SearchState, SearchWriter
-from core.store.sessions import SessionRepository
-from core.store.webhooks import record_deliveries
+from c2.core.notify.payloads import WEBHOOK_EVENTS
+from c2.core.protocol.events import Event
+from c2.core.store.agent_processes import AgentProcessRepository
+from c2.core.store.buffer import WriteBuffer
+from c2.core.store.events import CommittedEvent, EventLog
+from c2.core.store.faults import StoreWriteError, describe, is_transient
+from c2.core.store.idempotency import IdempotencyRepository
+from c2.core.store.ownership import claim_database, owner_label, reader_label
+from c2.core.store.parts import PartRepository
+from c2.core.store.search import SearchState, SearchWriter
+from c2.core.store.sessions import SessionRepository
+from c2.core.store.webhooks import record_deliveries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -11,10 +11,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from core.devices import Device as Device  # re-exported: defined in core, mapped here
-from core.scopes import Scope, parse_scopes, scopes_text
-from core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
-from core.store.tables import aware
+from c2.core.devices import Device as Device  # re-exported: defined in core, mapped here
+from c2.core.scopes import Scope, parse_scopes, scopes_text
+from c2.core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
+from c2.core.store.tables import aware
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
 _TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]

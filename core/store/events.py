@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, func, insert, select
 
-from core.session import utcnow
-from core.store.tables import EventRow
+from c2.core.session import utcnow
+from c2.core.store.tables import EventRow
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 # Built once: constructing Core statements per call costs more than executing them.

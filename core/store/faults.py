@@ -11,7 +11,7 @@ import sqlite3
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from core.store.ownership import OwnershipError
+from c2.core.store.ownership import OwnershipError
 
 
 class StoreWriteError(Exception):

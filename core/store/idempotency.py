@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, insert, select
 
-from core.session import utcnow
-from core.store.tables import IdempotencyRow
+from c2.core.session import utcnow
+from c2.core.store.tables import IdempotencyRow
 
 _IDEM = IdempotencyRow.__table__  # type: ignore[attr-defined]
 RETENTION = timedelta(hours=24)

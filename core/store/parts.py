@@ -10,10 +10,10 @@ from typing import Literal
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
-from core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
-from core.store.buffer import WriteBuffer
-from core.store.search import SearchWriter
-from core.store.tables import PartRow
+from c2.core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
+from c2.core.store.buffer import WriteBuffer
+from c2.core.store.search import SearchWriter
+from c2.core.store.tables import PartRow
 
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
 Role = Literal["user", "agent"]

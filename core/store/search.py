@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from core.protocol.state import (
+from c2.core.protocol.state import (
     PART_ADAPTER,
     Part,
     PromptPart,
@@ -36,7 +36,7 @@ from core.protocol.state import (
     TextPart,
     ToolCallPart,
 )
-from core.search.tokens import tokenize
+from c2.core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which
 # bounds a document's tsvector (PostgreSQL positions stop at 16383) and a snippet's work.

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, insert, select, update
 
-from core.activity import INTERRUPTED
-from core.mcp_servers import dump_mcp_servers, parse_mcp_servers
-from core.protocol.state import (
+from c2.core.activity import INTERRUPTED
+from c2.core.mcp_servers import dump_mcp_servers, parse_mcp_servers
+from c2.core.protocol.state import (
     ConfigOption,
     ContextWindow,
     FailedState,
@@ -25,10 +25,10 @@ from core.protocol.state import (
     ModesState,
     SessionActivity,
 )
-from core.protocol.values import ExecutionPolicy, WorktreeBaseline
-from core.session import SessionRecord
-from core.store.search import SearchWriter
-from core.store.tables import SessionRow, aware
+from c2.core.protocol.values import ExecutionPolicy, WorktreeBaseline
+from c2.core.session import SessionRecord
+from c2.core.store.search import SearchWriter
+from c2.core.store.tables import SessionRow, aware
 
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
 # Activity states in which no turn runs: the session's open message is complete.

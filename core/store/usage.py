@@ -18,7 +18,7 @@ from sqlalchemy import insert as sql_insert
 from sqlalchemy import update as sql_update
 from sqlmodel import Field, SQLModel
 
-from core.store.tables import aware
+from c2.core.store.tables import aware
 
 
 class TurnUsageRow(SQLModel, table=True):

@@ -36,10 +36,10 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
-from core.notify.payloads import webhook_body
-from core.protocol.events import Event
-from core.session import rfc3339, utcnow
-from core.store.tables import PartRow, SessionRow
+from c2.core.notify.payloads import webhook_body
+from c2.core.protocol.events import Event
+from c2.core.session import rfc3339, utcnow
+from c2.core.store.tables import PartRow, SessionRow
 
 # Consecutive failed attempts (any delivery of the webhook) after which it is disabled.
 DISABLE_AFTER = 10

@@ -15,15 +15,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from core.protocol.values import WorktreeBase, WorktreeBaseline
-from core.worktrees.baselines import (
+from c2.core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
+from c2.core.worktrees.baselines import (
     ORIGIN_HEAD,
     BaselineOption,
     preview_baselines,
     resolve_baseline,
 )
-from core.worktrees.checkouts import (
+from c2.core.worktrees.checkouts import (
     BRANCH_PREFIX,
     CreatedWorktree,
     DiscardResult,
@@ -33,7 +33,7 @@ from core.worktrees.checkouts import (
     discard_worktree,
     validate_worktree,
 )
-from core.worktrees.repository import common_dir_of, resolve_dir
+from c2.core.worktrees.repository import common_dir_of, resolve_dir
 
 __all__ = [
     "BRANCH_PREFIX",

@@ -12,9 +12,9 @@ from typing import Any
 import git
 from git.exc import GitCommandError
 
-from core.errors import WorktreeError
-from core.protocol.values import WorktreeBase, WorktreeBaseline
-from core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
+from c2.core.errors import WorktreeError
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
+from c2.core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
 
 ORIGIN_HEAD = "refs/remotes/origin/HEAD"
 ORIGIN_PREFIX = "refs/remotes/origin/"

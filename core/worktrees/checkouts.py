@@ -21,11 +21,11 @@ from typing import Any
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
-from core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from core.protocol.values import WorktreeBase, WorktreeBaseline
-from core.safe_files import read_bounded
-from core.worktrees.baselines import resolve_in_repo
-from core.worktrees.repository import (
+from c2.core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
+from c2.core.safe_files import read_bounded
+from c2.core.worktrees.baselines import resolve_in_repo
+from c2.core.worktrees.repository import (
     NotACheckoutError,
     SourceCheckout,
     git_message,

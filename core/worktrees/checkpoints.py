@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from core.errors import CheckpointGitError
-from core.worktrees.repository import NotACheckoutError, open_checkout
+from c2.core.errors import CheckpointGitError
+from c2.core.worktrees.repository import NotACheckoutError, open_checkout
 
 REF_ROOT = "refs/c2/checkpoints"
 FILE_DIFF_LIMIT = 256 * 1024  # bytes of one file's unified diff (issue 14 contract)

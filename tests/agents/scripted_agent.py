@@ -39,9 +39,9 @@ from typing import Any
 import acp
 from acp.exceptions import RequestError
 
-from core.agents.agent_side import AgentPeer
-from core.agents.client import LaunchSpec
-from core.agents.demo_agent import MODELS, DemoAgent, DemoSession, Turn, main
+from c2.core.agents.agent_side import AgentPeer
+from c2.core.agents.client import LaunchSpec
+from c2.core.agents.demo_agent import MODELS, DemoAgent, DemoSession, Turn, main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODES = (

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from api.app import create_app
-from api.openapi import document
-from api.services import EngineFactory, Services, default_engine
-from core.auth import create_device
+from c2.api.app import create_app
+from c2.api.openapi import document
+from c2.api.services import EngineFactory, Services, default_engine
+from c2.core.auth import create_device
 from tests.conftest import make_settings
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from api.app import create_app
-from api.openapi import document
+from c2.api.app import create_app
+from c2.api.openapi import document
 from tests.api.conftest import AppClient
 from tests.conftest import make_settings
 

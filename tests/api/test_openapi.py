@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from api.app import create_app
-from api.openapi import document, dumps
+from c2.api.app import create_app
+from c2.api.openapi import document, dumps
 from tests.conftest import make_settings
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"

@@ -11,13 +11,13 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-import core.errors
-from api.app import create_app
-from api.errors import STATUS, HttpProblem, problem_class, status_of
-from api.openapi import document, operation_id
-from api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
-from api.routes import ops as op_routes
-from core.errors import DomainError, SessionNotFoundError, WorktreeError
+import c2.core.errors
+from c2.api.app import create_app
+from c2.api.errors import STATUS, HttpProblem, problem_class, status_of
+from c2.api.openapi import document, operation_id
+from c2.api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
+from c2.api.routes import ops as op_routes
+from c2.core.errors import DomainError, SessionNotFoundError, WorktreeError
 from tests.api.conftest import AppClient, DeclaredCodes
 from tests.conftest import make_settings
 
@@ -38,7 +38,7 @@ def _doc(tmp_path: Path) -> dict[str, Any]:
 def test_domain_errors_are_one_tree_without_http_statuses():
     """Every DomainError is defined in core/errors.py and none carries an HTTP status."""
     domain = [cls for cls in _subclasses(DomainError) if cls.__module__.startswith("core")]
-    assert {cls.__module__ for cls in domain} == {"core.errors"}
+    assert {cls.__module__ for cls in domain} == {"c2.core.errors"}
     assert all("status" not in vars(cls) for cls in domain)
     assert not any(issubclass(cls, DomainError) for cls in _subclasses(HttpProblem))
     defined = {cls for _, cls in inspect.getmembers(core.errors, inspect.isclass)}

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from api.settings import Settings
-from core.bus import EventBus
-from core.engine import Engine
-from core.store.database import Store
+from c2.api.settings import Settings
+from c2.core.bus import EventBus
+from c2.core.engine import Engine
+from c2.core.store.database import Store
 from tests.api.conftest import AppClient, run_app
 
 PROBLEM = "application/problem+json"

@@ -46,7 +46,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
 
 def _pair_url(server: C2Process) -> str:
     out = _run(
-        [sys.executable, "-m", "api.cli", "pair-url", "--home", str(server.home)],
+        [sys.executable, "-m", "c2.api.cli", "pair-url", "--home", str(server.home)],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )

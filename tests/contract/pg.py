@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.store.database import sqlite_url
+from c2.core.store.database import sqlite_url
 from tests.e2e.harness import C2Process
 
 PG_URL = os.environ.get("C2_TEST_DATABASE_URL")

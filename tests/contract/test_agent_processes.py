@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from core.agents.reaper import boot_id, group_members, read_stat, running
-from core.processes import AgentRecords, end_orphans
-from core.store.agent_processes import AgentProcessRecord
-from core.store.database import Store
+from c2.core.agents.reaper import boot_id, group_members, read_stat, running
+from c2.core.processes import AgentRecords, end_orphans
+from c2.core.store.agent_processes import AgentProcessRecord
+from c2.core.store.database import Store
 from tests.contract.pg import STORES, database_url_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")

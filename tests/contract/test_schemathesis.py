@@ -24,10 +24,10 @@ from schemathesis.config._checks import (
 from schemathesis.python import asgi
 from starlette.types import Receive, Scope, Send
 
-from api.app import create_app
-from core.auth import create_device
-from core.protocol.values import BUILTIN_PROVIDERS
-from core.store.database import Store
+from c2.api.app import create_app
+from c2.core.auth import create_device
+from c2.core.protocol.values import BUILTIN_PROVIDERS
+from c2.core.store.database import Store
 from tests.conftest import make_settings
 
 MAX_EXAMPLES = 25

@@ -18,11 +18,11 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-from core.protocol.state import PromptPart, TextPart
-from core.search.query import parse
-from core.search.service import _search
-from core.session import SessionRecord, utcnow
-from core.store.database import MIGRATIONS, Store, UnitOfWork
+from c2.core.protocol.state import PromptPart, TextPart
+from c2.core.search.query import parse
+from c2.core.search.service import _search
+from c2.core.session import SessionRecord, utcnow
+from c2.core.store.database import MIGRATIONS, Store, UnitOfWork
 from tests.contract.pg import STORES, database_url_for
 
 

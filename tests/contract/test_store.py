@@ -17,10 +17,10 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
-from core.auth import create_device, digest
-from core.mcp_servers import parse_mcp_servers
-from core.protocol.events import AgentText, ErrorEvent, TurnStarted
-from core.protocol.state import (
+from c2.core.auth import create_device, digest
+from c2.core.mcp_servers import parse_mcp_servers
+from c2.core.protocol.events import AgentText, ErrorEvent, TurnStarted
+from c2.core.protocol.state import (
     ConfigOption,
     ContextWindow,
     ForkedFrom,
@@ -32,19 +32,19 @@ from core.protocol.state import (
     SessionActivity,
     TextPart,
 )
-from core.protocol.values import (
+from c2.core.protocol.values import (
     ExecutionPolicy,
     PermissionMode,
     SandboxPolicy,
     WorktreeBase,
     WorktreeBaseline,
 )
-from core.scopes import ALL_SCOPES, Scope
-from core.session import SessionRecord, utcnow
-from core.store.database import MIGRATIONS, Store, UnitOfWork
-from core.store.devices import Device, DeviceRepository
-from core.store.events import CommittedEvent
-from core.store.sessions import ActivityConflictError
+from c2.core.scopes import ALL_SCOPES, Scope
+from c2.core.session import SessionRecord, utcnow
+from c2.core.store.database import MIGRATIONS, Store, UnitOfWork
+from c2.core.store.devices import Device, DeviceRepository
+from c2.core.store.events import CommittedEvent
+from c2.core.store.sessions import ActivityConflictError
 from tests.contract.pg import STORES, database_url_for
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.protocol.events import ErrorEvent
-from core.store.database import Store
-from core.store.faults import StoreWriteError
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import Store
+from c2.core.store.faults import StoreWriteError
 from tests.contract.pg import PG_URL, pg_schema_url
 from tests.e2e.harness import C2Process, Client, EventReader
 from tests.e2e.test_store_faults import ready_status, serve_once, transcript, wait_ready_status

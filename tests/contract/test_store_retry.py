@@ -18,11 +18,11 @@ import anyio
 import pytest
 from sqlalchemy import create_engine, text
 
-from core.protocol.events import AgentText
-from core.protocol.state import TextPart
-from core.store.database import Store, UnitOfWork, sqlite_url
-from core.store.events import CommittedEvent
-from core.store.faults import StoreWriteError
+from c2.core.protocol.events import AgentText
+from c2.core.protocol.state import TextPart
+from c2.core.store.database import Store, UnitOfWork, sqlite_url
+from c2.core.store.events import CommittedEvent
+from c2.core.store.faults import StoreWriteError
 from tests.contract.pg import PG_URL, STORES, database_url_for
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.protocol.events import ErrorEvent, TurnEnded
-from core.session import utcnow
-from core.store.database import Store, UnitOfWork
-from core.store.webhooks import WebhookRepository
+from c2.core.protocol.events import ErrorEvent, TurnEnded
+from c2.core.session import utcnow
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.webhooks import WebhookRepository
 from tests.contract.pg import STORES, database_url_for
 
 

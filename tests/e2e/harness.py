@@ -22,9 +22,9 @@ from typing import Any
 import anyio
 import httpx
 
-from core.home import pair_device
-from core.scopes import ALL_SCOPES
-from core.store.database import sqlite_url
+from c2.core.home import pair_device
+from c2.core.scopes import ALL_SCOPES
+from c2.core.store.database import sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTED = {"custom": "scripted"}
@@ -90,7 +90,7 @@ class C2Process:
             [
                 sys.executable,
                 "-m",
-                "api.cli",
+                "c2.api.cli",
                 "serve",
                 "--home",
                 str(self.home),

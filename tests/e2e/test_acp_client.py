@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from core.agents.client import (
+from c2.core.agents.client import (
     AgentError,
     AgentProcess,
     AgentUpdate,
@@ -25,8 +25,8 @@ from core.agents.client import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol.values import StopReason
-from core.providers import DEMO_KEY, ProviderRegistry
+from c2.core.protocol.values import StopReason
+from c2.core.providers import DEMO_KEY, ProviderRegistry
 from tests.agents.scripted_agent import AGENT_LAUNCH_INPUT, launch_spec, read_log
 
 WAIT = 10.0  # upper bound for any single wait in these tests

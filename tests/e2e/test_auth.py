@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.scopes import Scope
+from c2.core.scopes import Scope
 from tests.conftest import LiveServer, ServerFactory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_auth_last_seen_is_flushed_in_batches(live_server: LiveServer):
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "c2.api.cli", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -196,7 +196,7 @@ def test_auth_cli_serve_prints_pairing_url_and_pair_mints(tmp_path: Path):
             assert "?" not in pair_url and client.get("/pair").status_code == 200
             assert client.post("/v1/pair", json={"token": token}).status_code == 200
             minted = subprocess.run(
-                [sys.executable, "-m", "api.cli", "pair", "--name", "ci"],
+                [sys.executable, "-m", "c2.api.cli", "pair", "--name", "ci"],
                 cwd=REPO,
                 env=env,
                 capture_output=True,

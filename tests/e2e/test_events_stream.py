@@ -9,8 +9,8 @@ from functools import partial
 import anyio
 import httpx
 
-from core.protocol.events import ErrorEvent
-from core.store.database import UnitOfWork
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import UnitOfWork
 from tests.conftest import LiveServer, ServerFactory, SSEClient
 
 

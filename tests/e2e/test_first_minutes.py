@@ -23,7 +23,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} ")
 
 def _c2(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "c2.api.cli", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -70,7 +70,7 @@ def test_taken_port_is_one_line(tmp_path: Path):
 def test_server_log_lines_carry_timestamps(tmp_path: Path):
     """Every line `c2 serve` logs (uvicorn's, the access log, c2's own) starts with a time."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--home", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(tmp_path), "--port", "0"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -102,7 +102,7 @@ async def test_agent_crash_is_logged_at_warning_with_its_stderr(
     home = tmp_path / "home"
     home.mkdir()
     write_providers(home)
-    caplog.set_level(logging.WARNING, logger="core.agents.client")
+    caplog.set_level(logging.WARNING, logger="c2.core.agents.client")
     async for client in run_app(home):
         body = {"provider": {"custom": "scripted"}, "cwd": str(tmp_path), "use_worktree": False}
         created = await client.http.post("/v1/sessions", json=body)

@@ -38,7 +38,7 @@ def c2_pair(server: C2Process, name: str, *extra: str) -> subprocess.CompletedPr
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "c2.api.cli",
             "pair",
             "--name",
             name,

@@ -32,7 +32,7 @@ def serve_once(home: Path, env: dict[str, str] | None = None) -> subprocess.Comp
     full_env = {k: v for k, v in os.environ.items() if k != "C2_DATABASE_URL"}
     full_env.update({"PYTHONPATH": str(REPO), **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve", "--home", str(home), "--port", str(port)],
+        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home), "--port", str(port)],
         cwd=REPO,
         env=full_env,
         capture_output=True,

@@ -14,10 +14,10 @@ from typing import Any
 
 import jsonschema_rs
 
-from api.app import create_app
-from api.frames import StreamFrame
-from api.openapi import document
-from core.protocol.events import Event
+from c2.api.app import create_app
+from c2.api.frames import StreamFrame
+from c2.api.openapi import document
+from c2.core.protocol.events import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
 from tests.gitrepos import git

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.agents.port import LaunchSpec, ProcessRegistry
-from core.agents.updates import (
+from c2.core.agents.port import LaunchSpec, ProcessRegistry
+from c2.core.agents.updates import (
     AcpSessionInfo,
     AgentError,
     AgentHandler,
@@ -23,12 +23,12 @@ from core.agents.updates import (
     PermissionAsk,
     TextChunk,
 )
-from core.engine import Engine
-from core.protocol.ops import NewSessionOp, PromptOp, TextBlock
-from core.protocol.state import AuthMethodInfo, ConfigOption, ModelsState, ModesState
-from core.protocol.values import StopReason
-from core.store.database import Store, sqlite_url
-from core.store.events import CommittedEvent
+from c2.core.engine import Engine
+from c2.core.protocol.ops import NewSessionOp, PromptOp, TextBlock
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption, ModelsState, ModesState
+from c2.core.protocol.values import StopReason
+from c2.core.store.database import Store, sqlite_url
+from c2.core.store.events import CommittedEvent
 
 WAIT = 10.0  # bound on any wait for an event (never a timing assertion)
 ALLOW_REJECT = [("allow", "Allow", "allow_once"), ("reject", "Reject", "reject_once")]

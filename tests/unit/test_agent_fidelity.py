@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from core.agents.translate import (
+from c2.core.agents.translate import (
     MAX_CONTENT_CHARS,
     MAX_CONTENT_FIELD_CHARS,
     UpdateTranslator,
     infer_kind,
     parse_turn_usage,
 )
-from core.agents.updates import ToolCallUpdate, TurnUsage, UsageUpdate
-from core.permissions import Decision, automatic_answer, is_stricter
-from core.protocol.events import Cost
-from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
+from c2.core.agents.updates import ToolCallUpdate, TurnUsage, UsageUpdate
+from c2.core.permissions import Decision, automatic_answer, is_stricter
+from c2.core.protocol.events import Cost
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 
 CLAUDE_OPTIONS = [
     ("allow_always", "Always Allow", "allow_always"),

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from core.agents.stdio import NdjsonStdio, spawn
+from c2.core.agents.stdio import NdjsonStdio, spawn
 
 
 def frame(message: dict[str, Any]) -> bytes:

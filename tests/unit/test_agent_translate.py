@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from core.agents.agent_input import (
+from c2.core.agents.agent_input import (
     MAX_FIELD_CHARS,
     MAX_TOTAL_CHARS,
     normalise_name,
     project_agent_input,
 )
-from core.agents.translate import (
+from c2.core.agents.translate import (
     TOOL_MEMORY_LIMIT,
     InvalidParamsError,
     UpdateTranslator,
@@ -22,7 +22,7 @@ from core.agents.translate import (
     parse_models,
     parse_stop_reason,
 )
-from core.agents.updates import (
+from c2.core.agents.updates import (
     ConfigOptionsUpdate,
     PlanUpdate,
     TextChunk,
@@ -30,7 +30,7 @@ from core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from core.protocol.values import StopReason
+from c2.core.protocol.values import StopReason
 
 
 def chunk(text: str, variant: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.auth import AttemptLimiter, digest, new_secret
+from c2.core.auth import AttemptLimiter, digest, new_secret
 
 
 class Clock:

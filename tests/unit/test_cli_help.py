@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
-from core.auth import digest
-from core.session import utcnow
-from core.store.database import Store, sqlite_url
-from core.store.devices import DeviceRepository
+from c2.api.cli import main
+from c2.core.auth import digest
+from c2.core.session import utcnow
+from c2.core.store.database import Store, sqlite_url
+from c2.core.store.devices import DeviceRepository
 
 
 def test_cli_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]):
@@ -59,7 +59,7 @@ def test_cli_serve_broken_providers_toml_is_one_line(tmp_path: Path):
     """A broken providers.toml stops `c2 serve` with one line naming file and line, exit 2."""
     (tmp_path / "providers.toml").write_text("[providers.x]\ncommand = \n", encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve", "--home", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(tmp_path), "--port", "0"],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -81,7 +81,7 @@ def test_cli_serve_refuses_a_vapid_subject_that_is_not_a_uri(
     assert code == 2
     assert "--vapid-subject must be a mailto: or https: URI" in capsys.readouterr().err
     out = subprocess.run(
-        [sys.executable, "-m", "api.cli", "serve", "--help"],
+        [sys.executable, "-m", "c2.api.cli", "serve", "--help"],
         capture_output=True,
         text=True,
         check=True,

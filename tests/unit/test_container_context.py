@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from core.providers import ProviderRegistry
+from c2.core.providers import ProviderRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.agents.updates import AgentError
-from core.errors import (
+from c2.core.agents.updates import AgentError
+from c2.core.errors import (
     CapacityError,
     OperationFailedError,
     PermissionNotPendingError,
@@ -19,8 +19,8 @@ from core.errors import (
     UnknownModeError,
     UnknownModelError,
 )
-from core.outcomes import PromptAccepted
-from core.protocol.ops import (
+from c2.core.outcomes import PromptAccepted
+from c2.core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
     SetConfigOptionOp,
@@ -28,8 +28,8 @@ from core.protocol.ops import (
     SetModelOp,
     SetModeOp,
 )
-from core.protocol.state import ModeChoice, ModelChoice, ModelsState, ModesState
-from core.protocol.values import PermissionMode, SandboxPolicy, StopReason
+from c2.core.protocol.state import ModeChoice, ModelChoice, ModelsState, ModesState
+from c2.core.protocol.values import PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 MODELS = ModelsState(

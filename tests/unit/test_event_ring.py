@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from core.event_ring import EventRing, event_frame
-from core.store.events import CommittedEvent
+from c2.core.event_ring import EventRing, event_frame
+from c2.core.store.events import CommittedEvent
 
 
 def _events(first: int, count: int, session: str | None = "a") -> list[CommittedEvent]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.hosts import HostAllowlist, split_host
+from c2.api.hosts import HostAllowlist, split_host
 
 
 async def _app(scope: object, receive: object, send: object) -> None:  # pragma: no cover

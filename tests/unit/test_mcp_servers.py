@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from api.errors import status_of
-from core.errors import InvalidMcpServerError, McpUnsupportedError
-from core.mcp_servers import (
+from c2.api.errors import status_of
+from c2.core.errors import InvalidMcpServerError, McpUnsupportedError
+from c2.core.mcp_servers import (
     merge_mcp_servers,
     parse_mcp_servers,
     require_supported,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.protocol.ops import ForkOp, NewSessionOp
-from core.protocol.state import AnsweredBy, SessionSnapshot
-from core.session import utcnow
-from core.store.database import UnitOfWork
-from core.store.usage import Budget, UsageRepository
+from c2.core.protocol.ops import ForkOp, NewSessionOp
+from c2.core.protocol.state import AnsweredBy, SessionSnapshot
+from c2.core.session import utcnow
+from c2.core.store.database import UnitOfWork
+from c2.core.store.usage import Budget, UsageRepository
 from tests.unit.fake_agent import FakeAgents, Harness, running
 
 LIMITED = AnsweredBy(device_id="phone", name="Phone")

@@ -9,10 +9,10 @@ import typing
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from api.routes.ops import OP_ROUTES
-from api.schemas import WireOp
-from core.protocol.ops import OP_TYPES, NewSessionOp, PromptOp, op_tag
-from core.scopes import Scope
+from c2.api.routes.ops import OP_ROUTES
+from c2.api.schemas import WireOp
+from c2.core.protocol.ops import OP_TYPES, NewSessionOp, PromptOp, op_tag
+from c2.core.scopes import Scope
 
 WIRE: TypeAdapter[typing.Any] = TypeAdapter(WireOp)
 DOC = [{"type": "text", "text": "hi"}]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.permissions import Decision, automatic_answer, decide
-from core.protocol.ops import AnswerPermissionOp, SetExecutionPolicyOp
-from core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy, StopReason
+from c2.core.permissions import Decision, automatic_answer, decide
+from c2.core.protocol.ops import AnswerPermissionOp, SetExecutionPolicyOp
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 KINDS = {"read": "read", "mutating": "edit", "unknown": "other"}

@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from core.prompts import (
+from c2.core.prompts import (
     canonical_text,
     compile_prompt,
     derive_title,
     display_text,
     title_from_text,
 )
-from core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
-from core.protocol.state import PromptPart
-from core.session import SessionRecord
-from core.skills import SkillLibrary
-from core.store.database import Store, sqlite_url
-from core.transcript import OMISSION_MARKER, referenced_chat_context
+from c2.core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from c2.core.protocol.state import PromptPart
+from c2.core.session import SessionRecord
+from c2.core.skills import SkillLibrary
+from c2.core.store.database import Store, sqlite_url
+from c2.core.transcript import OMISSION_MARKER, referenced_chat_context
 
 
 def text(value: str) -> TextBlock:
@@ -199,7 +199,7 @@ def test_prompts_compile_inlines_a_referenced_chat_from_one_read(
     sid = "0123456789abcdef"
 
     def seed(uow: object) -> None:
-        from core.store.database import UnitOfWork
+        from c2.core.store.database import UnitOfWork
 
         assert isinstance(uow, UnitOfWork)
         uow.sessions.insert(SessionRecord(id=sid, provider="codex", cwd="/", title="Auth work"))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from api.errors import status_of
-from core.errors import DomainError, ProviderUnavailableError, UnknownProviderError
-from core.protocol.values import BUILTIN_PROVIDERS, CustomProvider, provider_key
-from core.providers import (
+from c2.api.errors import status_of
+from c2.core.errors import DomainError, ProviderUnavailableError, UnknownProviderError
+from c2.core.protocol.values import BUILTIN_PROVIDERS, CustomProvider, provider_key
+from c2.core.providers import (
     DEMO_KEY,
     ProviderConfigError,
     ProviderRegistry,
@@ -50,7 +50,7 @@ def test_providers_echo_is_a_builtin_custom_provider(tmp_path: Path) -> None:
     """{"custom":"echo"} runs the demo agent with this interpreter."""
     registry = ProviderRegistry.load(tmp_path)
     spec = registry.get(provider_key(CustomProvider(custom="echo"))).launch(str(tmp_path))
-    assert [spec.command, *spec.args] == [sys.executable, "-P", "-m", "core.agents.demo_agent"]
+    assert [spec.command, *spec.args] == [sys.executable, "-P", "-m", "c2.core.agents.demo_agent"]
     assert spec.env["DEMO_AGENT_STATE_DIR"] == str(tmp_path / "demo-agent")
     assert registry.get(DEMO_KEY).info().available
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import InvalidQueryError
-from core.search.query import (
+from c2.core.errors import InvalidQueryError
+from c2.core.search.query import (
     Matcher,
     Term,
     parse,
     to_fts5,
     to_tsquery,
 )
-from core.search.snippets import snippet
-from core.search.tokens import tokenize
+from c2.core.search.snippets import snippet
+from c2.core.search.tokens import tokenize
 
 
 def test_words_are_anded_or_binds_tighter_and_negation_applies_last() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.skills import MAX_SKILL_BYTES, SkillInfo, SkillLibrary, is_skill_id, parse_skill
+from c2.core.skills import MAX_SKILL_BYTES, SkillInfo, SkillLibrary, is_skill_id, parse_skill
 
 COMMIT = (
     "---\n"
@@ -110,7 +110,7 @@ def test_skills_bad_skill_files_are_skipped_with_a_warning(
     (home / "empty-folder").mkdir()
     (home / "stray-file.md").write_text("not a folder")
     library = SkillLibrary(home)
-    with caplog.at_level(logging.WARNING, logger="core.skills"):
+    with caplog.at_level(logging.WARNING, logger="c2.core.skills"):
         assert [i.id for i in library.list(None)] == ["good"]
         assert [i.id for i in library.list(None)] == ["good"]
     warned = [r.getMessage() for r in caplog.records]
@@ -160,7 +160,7 @@ def test_skills_project_symlink_to_a_device_is_skipped(
     folder.mkdir(parents=True)
     (folder / "SKILL.md").symlink_to("/dev/zero")
     write_skill(project / ".agents" / "skills", "ok", COMMIT)
-    with caplog.at_level(logging.WARNING, logger="core.skills"):
+    with caplog.at_level(logging.WARNING, logger="c2.core.skills"):
         listed = SkillLibrary(home).list(str(project))
     assert [s.id for s in listed] == ["ok"]
     assert "zero" in caplog.text

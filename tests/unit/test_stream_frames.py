@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from api.stream import data_frame, event_frame
-from core.event_feed import resync_reason
-from core.store.events import CommittedEvent, LogBounds
+from c2.api.stream import data_frame, event_frame
+from c2.core.event_feed import resync_reason
+from c2.core.store.events import CommittedEvent, LogBounds
 
 
 def test_event_frame_wraps_the_stored_payload_verbatim():

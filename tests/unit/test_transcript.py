@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, event
 
-from core.errors import TranscriptCursorError
-from core.outcomes import TranscriptPage
-from core.protocol.state import (
+from c2.core.errors import TranscriptCursorError
+from c2.core.outcomes import TranscriptPage
+from c2.core.protocol.state import (
     Part,
     PlanPart,
     PromptPart,
@@ -20,9 +20,9 @@ from core.protocol.state import (
     ToolCallPart,
     TranscriptEntry,
 )
-from core.session import SessionRecord
-from core.store.database import ReadUnit, Store, UnitOfWork, sqlite_url
-from core.transcript import (
+from c2.core.session import SessionRecord
+from c2.core.store.database import ReadUnit, Store, UnitOfWork, sqlite_url
+from c2.core.transcript import (
     OMISSION_MARKER,
     Role,
     project_tool_calls,

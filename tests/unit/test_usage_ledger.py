@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.errors import DomainError
-from core.protocol.events import Cost
-from core.store.usage import Budget, TurnUsageRecord
-from core.usage import cost_changes, is_over, parse_since, summed
+from c2.core.errors import DomainError
+from c2.core.protocol.events import Cost
+from c2.core.store.usage import Budget, TurnUsageRecord
+from c2.core.usage import cost_changes, is_over, parse_since, summed
 
 NOON = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

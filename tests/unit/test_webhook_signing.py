@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from core.errors import InvalidWebhookUrlError, UnknownEventError
-from core.notify.payloads import event_kind, push_topic, webhook_body
-from core.notify.webhooks import (
+from c2.core.errors import InvalidWebhookUrlError, UnknownEventError
+from c2.core.notify.payloads import event_kind, push_topic, webhook_body
+from c2.core.notify.webhooks import (
     check_events,
     check_url,
     retry_delay,
     sign,
 )
-from core.protocol.events import PermissionRequest, TurnEnded
+from c2.core.protocol.events import PermissionRequest, TurnEnded
 
 
 def test_signature_is_hmac_sha256_of_timestamp_dot_body():

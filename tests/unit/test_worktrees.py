@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.protocol.values import WorktreeBase, WorktreeBaseline
-from core.worktrees import (
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
+from c2.core.worktrees import (
     BaselineChangedError,
     CreatedWorktree,
     WorktreeError,

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expec
 
 from tests.e2e.harness import REPO, SCRIPTED, C2Process
 
-PAIR_URL = (sys.executable, "-m", "api.cli", "pair-url")
+PAIR_URL = (sys.executable, "-m", "c2.api.cli", "pair-url")
 CHROMIUM = os.environ.get("C2_TEST_CHROMIUM", "/usr/bin/chromium")
 expect.set_options(timeout=15_000)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-from core.store import auth_tables, queue, tables, usage  # noqa: F401  (registers the metadata)
+from c2.core.store import auth_tables, queue, tables, usage  # noqa: F401  (registers the metadata)
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=SQLModel.metadata)

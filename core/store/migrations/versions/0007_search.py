@@ -59,7 +59,7 @@ def upgrade() -> None:
         sa.Column("open_seq", sa.BigInteger),
         sa.Column("turn_seq", sa.BigInteger),
     )
-    from core.store.search import reindex_session
+    from c2.core.store.search import reindex_session
 
     sessions = conn.execute(sa.text("SELECT id, title FROM sessions ORDER BY id")).all()
     for session_id, title in sessions:
