@@ -37,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	$(BIN)/mypy -p c2 -p tests
 
 # Most tests wait on subprocesses and sockets, so more workers than cores pay off; the tests
 # marked serial run afterwards, alone (docs/decisions.md, "Test run time").

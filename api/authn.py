@@ -1,4 +1,4 @@
-"""Request dependencies: the app's Services and the authenticated device (API.md §2).
+"""Request dependencies: the app's Services and the authenticated device (docs/api.md §2).
 
 Every /v1 route except `POST /v1/pair` depends on `current_device`; the SSE route also takes
 a single-use `?ticket=` because EventSource cannot send headers. Credentials are verified by

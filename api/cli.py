@@ -1,4 +1,4 @@
-"""The `c2` console script: `serve`, `pair`, `pair-url`, `openapi` (API.md §0).
+"""The `c2` console script: `serve`, `pair`, `pair-url`, `openapi` (docs/api.md §0).
 
 Each command builds its own Settings from arguments and the environment; nothing is built at
 import time. `pair` mints a bearer directly in the store (local admin: whoever can read home).

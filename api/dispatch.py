@@ -1,8 +1,11 @@
-"""The one op dispatcher behind `POST /v1/ops` and every resource endpoint (API.md §1, §3).
+"""The one op dispatcher behind `POST /v1/ops` and every resource endpoint (docs/api.md §1, §3).
 
-It submits the op to the engine through idempotent retry (core/idempotent.py: first outcome
-per device and request_id for 24 h, 409 on a different body) and maps the outcome type to a
-status code.
+It submits the op to the engine through idempotent retry (core/idempotent.py: the first
+reply per device and request_id is kept for 24 h, a different body is 409). The route names
+the success status its decorator declares; a fresh success comes back as the engine's typed
+outcome, which the route returns for FastAPI to render through its `response_model`. What
+is answered exactly as it was kept — a problem, or a replay of an earlier reply — is raised
+as `KeptReply` and written out byte for byte by its handler.
 An accepted op runs to completion even when its client disconnects.
 """
 
@@ -11,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import BaseModel
+from fastapi import Request
+from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from c2.api.errors import (
@@ -27,82 +30,83 @@ from c2.api.errors import (
     problem_headers,
     status_of,
 )
-from c2.core.engine import Engine
+from c2.core.engine import Engine, Outcome
 from c2.core.errors import DomainError, RequestIdReusedError
 from c2.core.idempotent import IdempotentOps, Reply
-from c2.core.outcomes import CancelResult, PromptAccepted
-from c2.core.protocol import (
-    AnsweredBy,
-    AnswerPermissionOp,
-    NewSessionOp,
-    Op,
-    QueuePromptOp,
-    SessionSnapshot,
-)
-from c2.core.queue import Queued
+from c2.core.protocol.ops import AnswerPermissionOp, NewSessionOp, Op, QueuePromptOp
+from c2.core.protocol.state import AnsweredBy
 
 log = logging.getLogger(__name__)
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 
-@dataclass(frozen=True, slots=True)
-class OpReply:
-    status: int
-    body: bytes
-    headers: dict[str, str]
+class OpJSONResponse(JSONResponse):
+    """An op's JSON answer, rendered as a kept reply is (ASCII escapes: any client string,
+    even a lone surrogate, stays encodable), so a replay repeats the first answer's bytes."""
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
 
 
-def outcome_status(outcome: object) -> int:
-    if isinstance(outcome, SessionSnapshot | Queued):
-        return 201
-    if isinstance(outcome, PromptAccepted | CancelResult):
-        return 202
-    return 200
+class KeptReply(Exception):  # noqa: N818 - a reply, not an error (replays are answers too)
+    """An op's reply answered exactly as it is kept: a problem, or a replay."""
+
+    def __init__(self, reply: Reply, headers: dict[str, str]) -> None:
+        super().__init__(f"kept reply {reply.status}")
+        self.reply, self.headers = reply, headers
 
 
-def outcome_json(outcome: object) -> Any:
-    if isinstance(outcome, SessionSnapshot):
-        return outcome.wire()
-    if isinstance(outcome, BaseModel):
-        return outcome.model_dump(mode="json")
-    return outcome
+async def kept_reply_handler(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, KeptReply)
+    status = exc.reply.status
+    return Response(
+        exc.reply.body.encode("utf-8"),
+        status_code=status,
+        media_type=PROBLEM_MEDIA_TYPE if status >= 400 else "application/json",
+        headers=exc.headers,
+    )
+
+
+def _created_at(op: Op, created: str) -> str:
+    """Where the resource a 201 created lives: a queued item, or a new (or forked) session."""
+    if isinstance(op, QueuePromptOp):
+        return f"/v1/sessions/{quote(op.session, safe='')}/queue/{quote(created, safe='')}"
+    return f"/v1/sessions/{quote(created, safe='')}"
 
 
 class OpDispatcher:
+    """Runs each op once per (device, request_id), shielded from client disconnects."""
+
     def __init__(self, engine: Engine, idempotent: IdempotentOps) -> None:
         self._engine, self._idempotent = engine, idempotent
-        self._inflight: set[asyncio.Task[OpReply]] = set()
+        self._inflight: set[asyncio.Task[Outcome | KeptReply]] = set()
         self.accepting = True
 
     async def dispatch(
-        self, op: Op, *, device_id: str, request_id: str | None, device_name: str | None = None
-    ) -> Response:
-        """Perform `op` once per (device, request_id); answer its outcome or problem. A
-        permission answer is recorded as the device's (`device_name` names it)."""
+        self, op: Op, status: int, *, device_id: str, request_id: str | None, device_name: str
+    ) -> tuple[Outcome, dict[str, str]]:
+        """Perform `op` once per (device, request_id); its outcome (answered with `status`)
+        and the headers to send with it. A problem or a replay raises KeptReply. A permission
+        answer is recorded as the device's (`device_name` names it)."""
         if not self.accepting:
             raise ShuttingDownError("the server is shutting down", retry_after=1)
-        # answer_permission's request_id names the permission, not a client retry (API.md §1).
+        # answer_permission's request_id names the permission, not a client retry (docs/api.md §1).
         key = None if isinstance(op, AnswerPermissionOp) else request_id
-        actor = AnsweredBy(device_id=device_id, name=device_name or device_id)
-        task = asyncio.create_task(self._run(op, device_id, key, actor), name=f"op:{op.op}")
+        actor = AnsweredBy(device_id=device_id, name=device_name)
+        task = asyncio.create_task(self._run(op, status, device_id, key, actor), name=f"op:{op.op}")
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         # Shielded: a client that disconnects does not cancel an op already handed over.
-        reply = await asyncio.shield(task)
-        headers = dict(reply.headers)
-        if reply.status == 201:  # every 201 declares the created resource (a session, an item)
-            created = json.loads(reply.body)["id"]
-            if isinstance(op, QueuePromptOp):
-                where = f"/v1/sessions/{quote(op.session, safe='')}/queue/{quote(created, safe='')}"
-            else:  # new_session and fork: the new session
-                where = f"/v1/sessions/{quote(created, safe='')}"
-            headers["Location"] = where
-        return Response(
-            reply.body,
-            status_code=reply.status,
-            media_type=PROBLEM_MEDIA_TYPE if reply.status >= 400 else "application/json",
-            headers=headers,
-        )
+        result = await asyncio.shield(task)
+        if isinstance(result, KeptReply):
+            if result.reply.status == 201:  # a replayed creation says where, as the first did
+                created = json.loads(result.reply.body)["id"]
+                result.headers["Location"] = _created_at(op, created)
+            raise result
+        headers = {"Request-Id": header_text(key)} if key else {}
+        if status == 201:  # every 201 declares the created resource (a session, an item)
+            headers["Location"] = _created_at(op, result.model_dump(include={"id"})["id"])
+        return result, headers
 
     async def drain(self, timeout: float) -> None:
         """Stop accepting ops and wait (bounded) for those in flight."""
@@ -111,39 +115,40 @@ class OpDispatcher:
             await asyncio.wait(tuple(self._inflight), timeout=timeout)
 
     async def _run(
-        self, op: Op, device_id: str, request_id: str | None, actor: AnsweredBy
-    ) -> OpReply:
-        if request_id is None:
+        self, op: Op, status: int, device_id: str, key: str | None, actor: AnsweredBy
+    ) -> Outcome | KeptReply:
+        if key is None:
             return await self._perform(op, None, actor)
-        first: list[OpReply] = []
+        first: list[Outcome | KeptReply] = []
 
         async def perform() -> Reply:
-            reply = await self._perform(op, request_id, actor)
-            first.append(reply)
-            return Reply(reply.status, reply.body.decode("utf-8"))
+            result = await self._perform(op, key, actor)
+            first.append(result)
+            if isinstance(result, KeptReply):
+                return result.reply
+            return Reply(status, json_bytes(result.model_dump(mode="json")).decode("ascii"))
 
         try:
-            kept, replayed = await self._idempotent.once(op, device_id, request_id, perform)
+            kept, replayed = await self._idempotent.once(op, device_id, key, perform)
         except RequestIdReusedError as err:
-            return self._problem(err, op, request_id)
+            return self._problem(err, op, key)
         if not replayed:
             return first[0]
-        headers = {"Request-Id": header_text(request_id), REPLAYED_HEADER: "true"}
-        return OpReply(kept.status, kept.body.encode("utf-8"), headers)
+        return KeptReply(kept, {"Request-Id": header_text(key), REPLAYED_HEADER: "true"})
 
-    async def _perform(self, op: Op, request_id: str | None, actor: AnsweredBy) -> OpReply:
+    async def _perform(
+        self, op: Op, request_id: str | None, actor: AnsweredBy
+    ) -> Outcome | KeptReply:
         try:
-            outcome = await self._engine.submit(op, actor)
+            return await self._engine.submit(op, actor)
         except DomainError as err:
             return self._problem(err, op, request_id)
-        headers = {"Request-Id": header_text(request_id)} if request_id else {}
-        return OpReply(outcome_status(outcome), json_bytes(outcome_json(outcome)), headers)
 
     @staticmethod
-    def _problem(err: DomainError, op: Op, request_id: str | None) -> OpReply:
+    def _problem(err: DomainError, op: Op, request_id: str | None) -> KeptReply:
         session = None if isinstance(op, NewSessionOp) else op.session
         body = problem_body(err, request_id=request_id, session=session)
         headers = problem_headers(err)
         if request_id:
             headers["Request-Id"] = header_text(request_id)
-        return OpReply(status_of(err), json_bytes(body), headers)
+        return KeptReply(Reply(status_of(err), json_bytes(body).decode("ascii")), headers)

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from c2.api.dispatch import KeptReply, kept_reply_handler
 from c2.api.errors import (
     FramedError,
     HttpError,
@@ -127,6 +128,7 @@ class UnhandledErrors:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(KeptReply, kept_reply_handler)
     app.add_exception_handler(DomainError, _domain_handler)
     app.add_exception_handler(HttpProblem, _domain_handler)
     app.add_exception_handler(FramedError, _framed_handler)

@@ -6,6 +6,10 @@ subclass answers its parent's status unless listed). Problems only the HTTP laye
 (Host checks, media type, body size, framework 404/405/422, shutdown, 500) derive from
 `HttpProblem`, which carries its status itself. api/error_handlers.py installs the handlers;
 a 500 never carries a stack trace.
+
+Over 300 lines: the status table (one line per stable code), the HTTP-layer problems and the
+renderer are the one error-to-problem mapping of docs/decisions.md; the handlers that use it
+are api/error_handlers.py.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _PRINTABLE_NO_PERCENT = [chr(c) for c in range(0x20, 0x7F) if chr(c) != "%"]
 
-# The HTTP status of each domain error (API.md §3).
+# The HTTP status of each domain error (docs/api.md §3).
 STATUS: dict[type[DomainError], int] = {
     DomainError: 400,
     SessionNotFoundError: 404,
@@ -119,7 +123,7 @@ STATUS: dict[type[DomainError], int] = {
 }
 
 
-class HttpProblem(Exception):
+class HttpProblem(Exception):  # noqa: N818 - a problem (RFC 9457), as the subclasses' codes
     """A problem only the HTTP layer reports; unlike a DomainError it knows its status."""
 
     code: str = "http_error"
@@ -230,9 +234,26 @@ class NotReadyError(HttpProblem):
     title = "Server is not ready"
 
 
+def _by_code() -> dict[str, type[Problem]]:
+    found: dict[str, type[Problem]] = {}
+    classes: list[type[Problem]] = [*STATUS, *HttpProblem.__subclasses__()]
+    for cls in classes:
+        if found.setdefault(cls.code, cls) is not cls:
+            raise TypeError(f"two problems answer the code {cls.code!r}")
+    return found
+
+
+_BY_CODE = _by_code()
+
+
+def problem_class(code: str) -> type[Problem]:
+    """The problem class answering `code` (a class of STATUS, or an HttpProblem)."""
+    return _BY_CODE[code]
+
+
 class FramedError(Exception):
     """A problem answered in one of the protocol's frame shapes (`kind` + `message`) on
-    top of the problem fields, e.g. `sessions_error` and `transcript_error` (API.md §4)."""
+    top of the problem fields, e.g. `sessions_error` and `transcript_error` (docs/api.md §4)."""
 
     def __init__(self, error: Problem, kind: str, fields: dict[str, Any]) -> None:
         super().__init__(error.message)

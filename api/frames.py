@@ -1,4 +1,4 @@
-"""The frames of `GET /v1/events` as models (API.md §6), for the OpenAPI document only.
+"""The frames of `GET /v1/events` as models (docs/api.md §6), for the OpenAPI document only.
 
 The stream builds its bytes directly (api/stream.py); these models describe each `data:`
 JSON so generated clients get types, discriminated on `kind` and, inside an `event` frame,
@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from c2.core.protocol import Event, SessionSnapshot
+from c2.core.protocol.events import Event
+from c2.core.protocol.state import SessionSnapshot
 
 
 class SessionsFrame(BaseModel):

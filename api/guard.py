@@ -1,4 +1,4 @@
-"""The request guard: credentials first, then a bounded body (API.md §2, docs/security.md).
+"""The request guard: credentials first, then a bounded body (docs/api.md §2, docs/security.md).
 
 A pure ASGI middleware inside the Host allowlist and CORS. For `/v1/*` (except `POST /v1/pair`)
 it verifies the bearer before a single body byte is read, so an unauthenticated client can
@@ -15,6 +15,7 @@ response gets `Cache-Control: no-store` under `/v1`; HTML responses get security
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import MutableHeaders
@@ -93,13 +94,13 @@ class RequestGuard:
         send = self._headers(send, api=api)
         limit = self.max_body
         device: Device | None = None
-        per_op = False
+        op_scopes: Mapping[str, str] | None = None
         if api and path == PAIR_PATH:
             limit = min(limit, UNAUTHENTICATED_BODY_BYTES)
         elif api:
             try:
                 device = await self._authenticate(scope)
-                per_op = check_route(device, scope)
+                op_scopes = check_route(device, scope)
             except DomainError as err:
                 await problem_response(err)(scope, receive, send)
                 return
@@ -110,9 +111,9 @@ class RequestGuard:
             response = problem_response(err, headers={"Connection": "close"})
             await response(scope, receive, send)
             return
-        if per_op and device is not None:
+        if op_scopes is not None and device is not None:
             try:
-                check_op(device, body)
+                check_op(device, body, op_scopes)
             except DomainError as err:
                 await problem_response(err)(scope, receive, send)
                 return

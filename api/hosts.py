@@ -1,4 +1,4 @@
-"""Host allowlist (API.md §2): defeats DNS rebinding by answering only allowed `Host` names.
+"""Host allowlist (docs/api.md §2): defeats DNS rebinding by answering only allowed `Host` names.
 
 Loopback names are always allowed with any port; `--allow-host NAME` adds a name (any port),
 `--allow-host NAME:PORT` one exact authority, `--allow-host '*'` disables the check.

@@ -3,6 +3,10 @@
 `document(app)` is what `GET /openapi.json` serves and `c2 openapi` prints. Problem responses
 are derived from api/openapi_problems.py (which codes each operation answers), headers and op
 outcomes from api/openapi_responses.py; nothing about errors is declared route by route.
+
+Over 300 lines: the problem schema's members and the passes FastAPI's document needs
+(discriminators required, always-present fields required, sorting), in the order `document`
+runs them; the problem table and the headers are modules of their own already.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from fastapi.routing import APIRoute
 from c2.api import openapi_problems, openapi_responses
 from c2.api.errors import HttpProblem, status_of
 from c2.core.errors import DomainError
-from c2.core.protocol import Event, SessionSnapshot
+from c2.core.protocol.events import Event
+from c2.core.protocol.state import SessionSnapshot
 
 Responses = dict[int | str, dict[str, Any]]
 TITLE = "c2"
@@ -169,7 +174,7 @@ def _problem_schemas() -> dict[str, Any]:
     }
 
 
-# The protocol frame members a framed problem carries on top of the problem (API.md §4).
+# The protocol frame members a framed problem carries on top of the problem (docs/api.md §4).
 FRAME_MEMBERS: dict[str, dict[str, Any]] = {
     "sessions_error": {
         "kind": {"type": "string", "enum": ["sessions_error"]},

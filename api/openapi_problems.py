@@ -1,14 +1,16 @@
 """Which problems each operation answers: the one table, and the responses derived from it.
 
 `OWN_PROBLEMS` lists, per operationId, the errors the operation's own work raises (its core
-call). What the request's path through the app adds is derived from the operation's shape:
-the Host allowlist, the body limit and the 500 catch-all answer every request; the request
-guard's credential and scope checks answer every `/v1` route but pairing; a route with
-parameters or a body answers validation errors, one with a body the media-type check; an op
-route answers what the dispatcher adds (shutdown, a reused `request_id`); `submitOp` answers
-what any op route does. Each status an operation answers then gets its own schema,
-`<OperationId>Problem<status>`, whose `code` enumerates exactly those codes (statuses only the
-shared checks answer stay in the open `default` Problem). Statuses come from api/errors.py.
+call), written as their stable codes; the classes, and so the statuses, are api/errors.py's
+(`problem_class`), so no error list is spelled twice. What the request's path through the
+app adds is derived from the operation's shape: the Host allowlist, the body limit and the
+500 catch-all answer every request; the request guard's credential and scope checks answer
+every `/v1` route but pairing; a route with parameters or a body answers validation errors,
+one with a body the media-type check; an op route answers what the dispatcher adds
+(shutdown, a reused `request_id`); `submitOp` answers what any op route does. Each status an
+operation answers then gets its own schema, `<OperationId>Problem<status>`, whose `code`
+enumerates exactly those codes (statuses only the shared checks answer stay in the open
+`default` Problem).
 """
 
 from __future__ import annotations
@@ -17,219 +19,150 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from c2.api.errors import (
-    PROBLEM_MEDIA_TYPE,
-    HostNotAllowedError,
-    InternalError,
-    InvalidHostError,
-    NotReadyError,
-    OwnerUnreachableError,
-    PayloadTooLargeError,
-    Problem,
-    RequestInvalidError,
-    ShuttingDownError,
-    TooManyStreamsError,
-    UnsupportedMediaTypeError,
-    status_of,
-)
+from c2.api.errors import PROBLEM_MEDIA_TYPE, Problem, problem_class, status_of
 from c2.api.forward import session_target
-from c2.core.errors import (
-    AgentAuthRequiredError,
-    BudgetExceededError,
-    CapacityError,
-    CheckpointGitError,
-    DeviceNotFoundError,
-    ForceRequiredError,
-    InsufficientScopeError,
-    InvalidCwdError,
-    InvalidMcpServerError,
-    InvalidOptionError,
-    InvalidPairingTokenError,
-    InvalidPushSubscriptionError,
-    InvalidQueryError,
-    InvalidSearchCursorError,
-    InvalidTicketError,
-    InvalidUsageQueryError,
-    InvalidWebhookUrlError,
-    McpUnsupportedError,
-    NoCheckpointsError,
-    NoSuchCheckpointError,
-    NoSuchTurnError,
-    OperationFailedError,
-    OutsideChangesError,
-    OwnerUnavailableError,
-    PermissionNotPendingError,
-    ProviderUnavailableError,
-    PushSubscriptionNotFoundError,
-    QueueItemNotFoundError,
-    RateLimitedError,
-    RequestIdReusedError,
-    SessionNotFoundError,
-    SessionUnavailableError,
-    StoreUnavailableError,
-    TranscriptCursorError,
-    TurnAlreadyRunningError,
-    TurnFailedError,
-    UnauthorizedError,
-    UnknownEventError,
-    UnknownModeError,
-    UnknownModelError,
-    UnknownProviderError,
-    WebhookNotFoundError,
-    WorktreeError,
-)
 
 ProblemClass = type[Problem]
 _REF = "#/components/schemas/"
 SUBMIT_OP = "submitOp"
-
-_SETTINGS = (SessionNotFoundError, OperationFailedError)
 # Marks an operation that a cluster member relays to the session's owner (api/forward.py).
 RELAYED = "x-c2-relayed-to-owner"
-# The errors of each operation's own work (its core call), by operationId.
-OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
+
+
+def _classes(*codes: str) -> tuple[ProblemClass, ...]:
+    return tuple(problem_class(code) for code in codes)
+
+
+_SETTINGS = ("no_such_session", "operation_failed")
+# The codes of each operation's own work (its core call), by operationId; the classes (and
+# so the statuses) are api/errors.py's, found by code.
+_OWN_CODES: dict[str, tuple[str, ...]] = {
     "healthz": (),
-    "readyz": (NotReadyError,),
+    "readyz": ("not_ready",),
     # devices
-    "pair": (InvalidPairingTokenError, RateLimitedError, StoreUnavailableError),
+    "pair": ("invalid_pairing_token", "rate_limited", "store_unavailable"),
     "createStreamTicket": (),
     "listDevices": (),
-    "revokeDevice": (DeviceNotFoundError,),
-    "streamEvents": (SessionNotFoundError, TooManyStreamsError, InvalidTicketError),
+    "revokeDevice": ("no_such_device",),
+    "streamEvents": ("no_such_session", "too_many_streams", "invalid_ticket"),
     # cluster (issue 18)
     "listInstances": (),
     # ops (the dispatcher adds its own; submitOp answers all of them)
     SUBMIT_OP: (),
     "createSession": (
-        InvalidCwdError,
-        UnknownProviderError,
-        ProviderUnavailableError,
-        AgentAuthRequiredError,
-        CapacityError,
-        WorktreeError,
-        InvalidMcpServerError,
-        McpUnsupportedError,
-        TurnFailedError,
+        "invalid_cwd",
+        "unknown_provider",
+        "provider_unavailable",
+        "agent_auth_required",
+        "capacity",
+        "worktree_error",
+        "invalid_mcp_server",
+        "mcp_unsupported",
+        "turn_failed",
     ),
     "prompt": (
-        SessionNotFoundError,
-        SessionUnavailableError,
-        TurnAlreadyRunningError,
-        TurnFailedError,
-        BudgetExceededError,
-        CapacityError,
-        ProviderUnavailableError,
-        AgentAuthRequiredError,
-        WorktreeError,
+        "no_such_session",
+        "session_unavailable",
+        "turn_already_running",
+        "turn_failed",
+        "budget_exceeded",
+        "capacity",
+        "provider_unavailable",
+        "agent_auth_required",
+        "worktree_error",
     ),
-    "cancel": (SessionNotFoundError,),
-    "answerPermission": (SessionNotFoundError, PermissionNotPendingError, InvalidOptionError),
+    "cancel": ("no_such_session",),
+    "answerPermission": ("no_such_session", "permission_not_pending", "invalid_option"),
     "setExecutionPolicy": _SETTINGS,
     "setPermissionMode": _SETTINGS,
     "setSandbox": _SETTINGS,
-    "setModel": (*_SETTINGS, UnknownModelError),
-    "setMode": (*_SETTINGS, UnknownModeError),
-    "setConfigOption": (OperationFailedError,),  # only while the agent runs: no load
+    "setModel": (*_SETTINGS, "unknown_model"),
+    "setMode": (*_SETTINGS, "unknown_mode"),
+    "setConfigOption": ("operation_failed",),  # only while the agent runs: no load
     # session reads and removals
     "listSessions": (),
-    "getSession": (SessionNotFoundError,),
-    "deleteSession": (SessionNotFoundError,),
+    "getSession": ("no_such_session",),
+    "deleteSession": ("no_such_session",),
     "discardWorktree": (
-        SessionNotFoundError,
-        SessionUnavailableError,
-        TurnAlreadyRunningError,
-        WorktreeError,
+        "no_such_session",
+        "session_unavailable",
+        "turn_already_running",
+        "worktree_error",
     ),
-    "getTranscript": (SessionNotFoundError, TranscriptCursorError),
-    "previewPrompt": (SessionNotFoundError,),
+    "getTranscript": ("no_such_session", "transcript_error"),
+    "previewPrompt": ("no_such_session",),
     # catalogs
-    "getWorktreeBaselines": (InvalidCwdError, WorktreeError),
+    "getWorktreeBaselines": ("invalid_cwd", "worktree_error"),
     "listProviders": (),
-    "listSkills": (InvalidCwdError,),
+    "listSkills": ("invalid_cwd",),
     # usage
-    "getUsage": (SessionNotFoundError, InvalidUsageQueryError),
-    "setSessionBudget": (SessionNotFoundError,),
-    "setDeviceBudget": (DeviceNotFoundError,),
-    "search": (SessionNotFoundError, InvalidQueryError, InvalidSearchCursorError),
+    "getUsage": ("no_such_session", "invalid_usage_query"),
+    "setSessionBudget": ("no_such_session",),
+    "setDeviceBudget": ("no_such_device",),
+    "search": ("no_such_session", "invalid_query", "invalid_cursor"),
     # notifications
-    "createWebhook": (InvalidWebhookUrlError, UnknownEventError, RequestIdReusedError),
+    "createWebhook": ("invalid_webhook_url", "unknown_event", "request_id_reused"),
     "listWebhooks": (),
-    "getWebhook": (WebhookNotFoundError,),
-    "updateWebhook": (WebhookNotFoundError, InvalidWebhookUrlError, UnknownEventError),
-    "deleteWebhook": (WebhookNotFoundError,),
-    "listWebhookDeliveries": (WebhookNotFoundError,),
+    "getWebhook": ("no_such_webhook",),
+    "updateWebhook": ("no_such_webhook", "invalid_webhook_url", "unknown_event"),
+    "deleteWebhook": ("no_such_webhook",),
+    "listWebhookDeliveries": ("no_such_webhook",),
     "getVapidPublicKey": (),
-    "createPushSubscription": (InvalidPushSubscriptionError,),
+    "createPushSubscription": ("invalid_push_subscription",),
     "listPushSubscriptions": (),
-    "deletePushSubscription": (PushSubscriptionNotFoundError,),
+    "deletePushSubscription": ("no_such_push_subscription",),
     # checkpoints, forks, the follow-up queue (issue 14)
-    "turnDiff": (SessionNotFoundError, NoCheckpointsError, NoSuchTurnError, CheckpointGitError),
-    "sessionDiff": (SessionNotFoundError, NoCheckpointsError, CheckpointGitError),
+    "turnDiff": ("no_such_session", "no_checkpoints", "no_such_turn", "checkpoint_failed"),
+    "sessionDiff": ("no_such_session", "no_checkpoints", "checkpoint_failed"),
     "rewind": (
-        SessionNotFoundError,
-        TurnAlreadyRunningError,
-        ForceRequiredError,
-        OutsideChangesError,
-        NoCheckpointsError,
-        NoSuchTurnError,
-        NoSuchCheckpointError,
-        WorktreeError,
-        CheckpointGitError,
+        "no_such_session",
+        "turn_already_running",
+        "force_required",
+        "outside_changes",
+        "no_checkpoints",
+        "no_such_turn",
+        "no_such_checkpoint",
+        "worktree_error",
+        "checkpoint_failed",
     ),
     "forkSession": (
-        SessionNotFoundError,
-        NoSuchTurnError,
-        WorktreeError,
-        NoCheckpointsError,
-        CheckpointGitError,
-        ProviderUnavailableError,
-        AgentAuthRequiredError,
-        CapacityError,
-        McpUnsupportedError,
-        TurnFailedError,
+        "no_such_session",
+        "no_such_turn",
+        "worktree_error",
+        "no_checkpoints",
+        "checkpoint_failed",
+        "provider_unavailable",
+        "agent_auth_required",
+        "capacity",
+        "mcp_unsupported",
+        "turn_failed",
     ),
-    "queuePrompt": (SessionNotFoundError,),
-    "getQueue": (SessionNotFoundError,),
-    "editQueued": (SessionNotFoundError, QueueItemNotFoundError),
-    "removeQueued": (SessionNotFoundError, QueueItemNotFoundError),
-    "resumeQueue": (SessionNotFoundError,),
+    "queuePrompt": ("no_such_session",),
+    "getQueue": ("no_such_session",),
+    "editQueued": ("no_such_session", "no_such_queue_item"),
+    "removeQueued": ("no_such_session", "no_such_queue_item"),
+    "resumeQueue": ("no_such_session",),
+}
+OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
+    op_id: _classes(*codes) for op_id, codes in _OWN_CODES.items()
 }
 # Routes that answer their own errors in a protocol frame shape (api/errors.py `framed`).
 FRAMED = {"listSessions": "sessions_error", "getTranscript": "transcript_error"}
 
 # Every request: the Host allowlist, the body limit, the catch-all. They join the codes of a
 # status the operation answers anyway, but declare no status by themselves.
-_EVERY_REQUEST: tuple[ProblemClass, ...] = (
-    InvalidHostError,
-    HostNotAllowedError,
-    PayloadTooLargeError,
-    InternalError,
-)
+_EVERY_REQUEST = _classes("invalid_host", "host_not_allowed", "payload_too_large", "internal_error")
 # The request guard of /v1 (api/guard.py): credentials (a store failure while checking them is
 # a 503), the failure limiter, the route's scope.
-_GUARDED: tuple[ProblemClass, ...] = (
-    UnauthorizedError,
-    RateLimitedError,
-    StoreUnavailableError,
-    InsufficientScopeError,
-)
+_GUARDED = _classes("unauthorized", "rate_limited", "store_unavailable", "insufficient_scope")
 # The op dispatcher (api/dispatch.py): a store failure, shutdown, a reused request_id.
-_DISPATCHED: tuple[ProblemClass, ...] = (
-    StoreUnavailableError,
-    ShuttingDownError,
-    RequestIdReusedError,
-)
+_DISPATCHED = _classes("store_unavailable", "shutting_down", "request_id_reused")
+# A route with parameters or a body: validation; one with a body: its media type.
+_INVALID, _MEDIA_TYPE = _classes("validation_error", "unsupported_media_type")
 
 
 _SHARED_CODES = {
-    cls.code
-    for cls in (
-        *_EVERY_REQUEST,
-        *_GUARDED,
-        *_DISPATCHED,
-        RequestInvalidError,
-        UnsupportedMediaTypeError,
-    )
+    cls.code for cls in (*_EVERY_REQUEST, *_GUARDED, *_DISPATCHED, _INVALID, _MEDIA_TYPE)
 }
 
 
@@ -245,13 +178,13 @@ def operation_problems(
     if path.startswith("/v1/") and operation.get("security") != []:
         own += _GUARDED
     if operation.get("parameters") or "requestBody" in operation:
-        own.append(RequestInvalidError)
+        own.append(_INVALID)
     if "requestBody" in operation:
-        own.append(UnsupportedMediaTypeError)
+        own.append(_MEDIA_TYPE)
     if op_id in op_ids or op_id == SUBMIT_OP:
         own += _DISPATCHED
     if operation.get(RELAYED):
-        own += (OwnerUnreachableError, OwnerUnavailableError)
+        own += _classes("owner_unreachable", "owner_unavailable")
     by_status: dict[str, list[ProblemClass]] = {}
     for cls in own:
         listed = by_status.setdefault(str(status_of(cls)), [])
@@ -320,7 +253,7 @@ def apply(doc: dict[str, Any], op_ids: set[str], frame_members: dict[str, Any]) 
                 codes = [cls.code for cls in classes]
                 frame = None
                 if framed_kind is not None:
-                    framed = {cls.code for cls in OWN_PROBLEMS[op_id]} | {"store_unavailable"}
+                    framed = {*_OWN_CODES[op_id], "store_unavailable"}
                     if framed & set(codes):
                         always = set(codes) <= framed - _SHARED_CODES
                         frame = (framed_kind, frame_members[framed_kind], always)

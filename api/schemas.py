@@ -1,41 +1,30 @@
-"""HTTP request and response bodies that are not protocol models (API.md §2–§4).
+"""HTTP request and response bodies that are not protocol models (docs/api.md §2–§4).
 
 Op bodies of resource endpoints carry the op's fields minus what the path names; they are
-turned into the protocol's Op models by the routes. Unknown fields are ignored (API.md §1).
+turned into the protocol's Op models by the routes. Unknown fields are ignored (docs/api.md §1).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+)
 
-from c2.core.protocol import (
+from c2.core.protocol.ops import OP_TYPES, Doc, NewSessionOp, Op, SkillBlock, TextBlock, op_tag
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.protocol.values import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
-    AnswerPermissionOp,
-    CancelOp,
-    Doc,
-    EditQueuedOp,
-    ForkOp,
-    NewSessionOp,
     PermissionMode,
-    PromptOp,
-    QueuePromptOp,
-    RemoveQueuedOp,
     RequestId,
-    ResumeQueueOp,
-    RewindOp,
     SandboxPolicy,
-    SessionSnapshot,
-    SetConfigOptionOp,
-    SetExecutionPolicyOp,
-    SetModelOp,
-    SetModeOp,
-    SetPermissionModeOp,
-    SetSandboxOp,
-    SkillBlock,
-    TextBlock,
     Timestamp,
 )
 
@@ -91,8 +80,10 @@ class DeviceOut(BaseModel):
 
 
 # -- bare ops (POST /v1/ops) -----------------------------------------------------------------
-# The protocol models default their `op` tag; on the wire of /v1/ops the tag is what selects
-# the op, so these subclasses make it required (an honest schema) and stay protocol Ops.
+# Derived from the protocol's op union, member by member: the protocol models default their
+# `op` tag, but on the wire of /v1/ops the tag is what selects the op, so each wire op makes it
+# required (an honest schema), bounds a prompt document like the resource routes do, and stays
+# a subclass of its protocol Op (the engine switches on those).
 
 
 class NewSessionBody(NewSessionOp):
@@ -113,92 +104,23 @@ class NewSessionBody(NewSessionOp):
         return value
 
 
-class NewSessionWireOp(NewSessionBody):
-    op: Literal["new_session"]
+def _wire_op(op: type[BaseModel]) -> type[BaseModel]:
+    """`PromptOp` → `PromptWireOp`: the tag required, a document bounded."""
+    fields: dict[str, Any] = {"op": (Literal.__getitem__(op_tag(op)), ...)}
+    if "doc" in op.model_fields:
+        fields["doc"] = (BoundedDoc, ...)
+    name = op.__name__.removesuffix("Op") + "WireOp"
+    base = NewSessionBody if op is NewSessionOp else op
+    return create_model(name, __base__=base, __module__=__name__, **fields)
 
 
-class PromptWireOp(PromptOp):
-    op: Literal["prompt"]
-    doc: BoundedDoc
-
-
-class CancelWireOp(CancelOp):
-    op: Literal["cancel"]
-
-
-class AnswerPermissionWireOp(AnswerPermissionOp):
-    op: Literal["answer_permission"]
-
-
-class SetExecutionPolicyWireOp(SetExecutionPolicyOp):
-    op: Literal["set_execution_policy"]
-
-
-class SetPermissionModeWireOp(SetPermissionModeOp):
-    op: Literal["set_permission_mode"]
-
-
-class SetSandboxWireOp(SetSandboxOp):
-    op: Literal["set_sandbox"]
-
-
-class SetModelWireOp(SetModelOp):
-    op: Literal["set_model"]
-
-
-class SetModeWireOp(SetModeOp):
-    op: Literal["set_mode"]
-
-
-class SetConfigOptionWireOp(SetConfigOptionOp):
-    op: Literal["set_config_option"]
-
-
-class RewindWireOp(RewindOp):
-    op: Literal["rewind"]
-
-
-class ForkWireOp(ForkOp):
-    op: Literal["fork"]
-
-
-class QueuePromptWireOp(QueuePromptOp):
-    op: Literal["queue_prompt"]
-    doc: BoundedDoc
-
-
-class EditQueuedWireOp(EditQueuedOp):
-    op: Literal["edit_queued"]
-    doc: BoundedDoc
-
-
-class RemoveQueuedWireOp(RemoveQueuedOp):
-    op: Literal["remove_queued"]
-
-
-class ResumeQueueWireOp(ResumeQueueOp):
-    op: Literal["resume_queue"]
-
-
-WireOp = Annotated[
-    NewSessionWireOp
-    | PromptWireOp
-    | CancelWireOp
-    | AnswerPermissionWireOp
-    | SetExecutionPolicyWireOp
-    | SetPermissionModeWireOp
-    | SetSandboxWireOp
-    | SetModelWireOp
-    | SetModeWireOp
-    | SetConfigOptionWireOp
-    | RewindWireOp
-    | ForkWireOp
-    | QueuePromptWireOp
-    | EditQueuedWireOp
-    | RemoveQueuedWireOp
-    | ResumeQueueWireOp,
-    Field(discriminator="op"),
-]
+if TYPE_CHECKING:
+    WireOp = Op
+else:
+    WireOp = Annotated[
+        Union[tuple(_wire_op(op) for op in OP_TYPES)],  # noqa: UP007 - built at run time
+        Field(discriminator="op"),
+    ]
 
 
 # -- op bodies of resource endpoints ---------------------------------------------------------

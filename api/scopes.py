@@ -11,7 +11,7 @@ A /v1 route that declares nothing is refused to every device (fail closed).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fastapi import APIRouter
@@ -25,43 +25,30 @@ from c2.core.scopes import Scope, ordered
 SCOPE_KEY = "x-c2-scope"
 # `DELETE /v1/devices/{device_id}`: any device may revoke itself; others need `admin`.
 SELF_OR_ADMIN = "self_or_admin"
-# `POST /v1/ops`: the scope of the op the body names (OP_SCOPES).
+# `POST /v1/ops`: the scope of the op the body names (each op's scope is its resource
+# route's, listed on the route as `x-c2-op-scopes`).
 PER_OP = "per_op"
 OP_SCOPES_KEY = "x-c2-op-scopes"
 OP_DEFAULT = Scope.OPERATE  # a body whose op cannot be named
-OP_SCOPES: dict[str, Scope] = {
-    "new_session": Scope.OPERATE,
-    "prompt": Scope.OPERATE,
-    "cancel": Scope.OPERATE,
-    "answer_permission": Scope.APPROVE,
-    "set_execution_policy": Scope.OPERATE,
-    "set_permission_mode": Scope.OPERATE,
-    "set_sandbox": Scope.OPERATE,
-    "set_model": Scope.OPERATE,
-    "set_mode": Scope.OPERATE,
-    "set_config_option": Scope.OPERATE,
-    "rewind": Scope.OPERATE,
-    "fork": Scope.OPERATE,
-    "queue_prompt": Scope.OPERATE,
-    "edit_queued": Scope.OPERATE,
-    "remove_queued": Scope.OPERATE,
-    "resume_queue": Scope.OPERATE,
-}
 PER_OP_SCOPES = frozenset({Scope.APPROVE, Scope.OPERATE})
 
 
-def needs(scope: Scope | str) -> dict[str, Any]:
+def needs(scope: Scope | str, op_scopes: Mapping[str, Scope] | None = None) -> dict[str, Any]:
     """The `openapi_extra` of a route that needs `scope` (or SELF_OR_ADMIN / PER_OP; the
-    latter also documents each op's scope)."""
+    latter with `op_scopes`, the scope of each op by its tag, which it also documents)."""
     if scope == PER_OP:
-        return {SCOPE_KEY: PER_OP, OP_SCOPES_KEY: {op: str(s) for op, s in OP_SCOPES.items()}}
+        assert op_scopes is not None, "a PER_OP route lists the scope of each op"
+        return {SCOPE_KEY: PER_OP, OP_SCOPES_KEY: {op: str(s) for op, s in op_scopes.items()}}
     return {SCOPE_KEY: str(scope)}
+
+
+def _extra(route: Any) -> dict[str, Any]:
+    return getattr(route, "openapi_extra", None) or {}
 
 
 def declared(route: Any) -> str | None:
     """The scope a route declares, None when it declares none."""
-    extra = getattr(route, "openapi_extra", None) or {}
-    value = extra.get(SCOPE_KEY)
+    value = _extra(route).get(SCOPE_KEY)
     return str(value) if value is not None else None
 
 
@@ -84,14 +71,14 @@ class ScopeTable:
         return None, {}
 
 
-def op_scope(body: bytes) -> Scope:
+def op_scope(body: bytes, op_scopes: Mapping[str, str]) -> str:
     """The scope of the op a `POST /v1/ops` body names (the tag only; nothing validated)."""
     try:
         parsed = json.loads(body)
     except ValueError:
         return OP_DEFAULT
     tag = parsed.get("op") if isinstance(parsed, dict) else None
-    return OP_SCOPES.get(tag, OP_DEFAULT) if isinstance(tag, str) else OP_DEFAULT
+    return op_scopes.get(tag, OP_DEFAULT) if isinstance(tag, str) else OP_DEFAULT
 
 
 def _refuse(device: Device, need: str) -> InsufficientScopeError:
@@ -99,33 +86,35 @@ def _refuse(device: Device, need: str) -> InsufficientScopeError:
     return InsufficientScopeError(f"this route needs the `{need}` scope (the device has: {held})")
 
 
-def check_route(device: Device, scope: AsgiScope) -> bool:
-    """Raise InsufficientScopeError unless `device` may call the matched route. True when the
-    scope depends on the body (PER_OP and the device holds some op scope): call `check_op`."""
+def check_route(device: Device, scope: AsgiScope) -> Mapping[str, str] | None:
+    """Raise InsufficientScopeError unless `device` may call the matched route. When the
+    scope depends on the body (PER_OP and the device holds some op scope), the scope of each
+    op: call `check_op` with them."""
     table: ScopeTable = scope["app"].state.scope_table
     route, params = table.match(scope)
     if route is None:
         # A 404 or 405 follows, which reveals nothing and runs nothing. (A route served but
         # missing from the table would pass here: the OpenAPI-generated tests catch it.)
-        return False
+        return None
     need = declared(route)
     if need == PER_OP:
         if not device.scopes & PER_OP_SCOPES:
             raise _refuse(device, OP_DEFAULT)
-        return True
+        op_scopes: Mapping[str, str] = _extra(route)[OP_SCOPES_KEY]
+        return op_scopes
     if need == SELF_OR_ADMIN:
         if Scope.ADMIN in device.scopes or params.get("device_id") == device.id:
-            return False
+            return None
         raise _refuse(device, Scope.ADMIN)
     if need is None:
         raise InsufficientScopeError("this route declares no scope: it is refused to every device")
     if need not in device.scopes:
         raise _refuse(device, need)
-    return False
+    return None
 
 
-def check_op(device: Device, body: bytes) -> None:
+def check_op(device: Device, body: bytes, op_scopes: Mapping[str, str]) -> None:
     """Raise InsufficientScopeError unless `device` holds the scope of the op in `body`."""
-    need = op_scope(body)
+    need = op_scope(body, op_scopes)
     if need not in device.scopes:
         raise _refuse(device, need)

@@ -2,7 +2,7 @@
 event feed; core/runtime.py) plus the op dispatcher and the server's readiness.
 
 Started and stopped by the app lifespan, never at import time.
-Shutdown order (ARCHITECTURE.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
+Shutdown order (docs/architecture.md): stop accepting ops (/readyz 503) → engine.shutdown() (ends
 turns, closes agents) → end streams → close the store → release the home.
 Periodic housekeeping runs under `supervise()`, owned by the lifespan.
 """
@@ -108,7 +108,7 @@ class Services:
                 await asyncio.wait_for(self.engine.shutdown(), timeout=max(grace, 1.0) * 2)
             except Exception:
                 log.exception("engine shutdown failed")
-            self.bus.close_all("server shutting down")
+            self.bus.close_all()
 
     async def close(self) -> None:
         """Drain, persist batched state, close the store."""

@@ -114,7 +114,7 @@ class Settings:
 
 
 def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
-    """`--home`, else `$C2_HOME`, else `~/.c2` (API.md §0)."""
+    """`--home`, else `$C2_HOME`, else `~/.c2` (docs/api.md §0)."""
     if home:
         return Path(home).expanduser().resolve()
     if env.get("C2_HOME"):

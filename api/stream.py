@@ -1,4 +1,4 @@
-"""One SSE stream per client (API.md §6): welcome frame, replay from the log, live fan-out.
+"""One SSE stream per client (docs/api.md §6): welcome frame, replay from the log, live fan-out.
 
 What it reads comes from core/event_feed.py; this module only orders and frames it.
 

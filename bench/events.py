@@ -33,7 +33,7 @@ from c2.api.server import C2Server, build_server
 from c2.api.services import Services
 from c2.api.settings import Settings
 from c2.core.auth import create_device
-from c2.core.protocol import ErrorEvent
+from c2.core.protocol.events import ErrorEvent
 from c2.core.store.database import UnitOfWork, sqlite_url
 
 WINDOW = 1024  # write jobs in flight at once

@@ -30,7 +30,8 @@ from unittest import mock
 
 from sqlalchemy import create_engine, text
 
-from c2.core.protocol import AgentText, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from c2.core.protocol.events import AgentText
+from c2.core.protocol.state import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
 from c2.core.search.query import parse
 from c2.core.search.service import _search
 from c2.core.session import SessionRecord

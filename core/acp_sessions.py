@@ -12,17 +12,8 @@ from c2.core.agents.updates import AcpSessionInfo, AgentError
 from c2.core.errors import AgentAuthRequiredError, DomainError
 from c2.core.live import LiveSession
 from c2.core.mcp_servers import dump_mcp_servers, require_supported
-from c2.core.protocol import (
-    ConfigOption,
-    ConfigOptions,
-    Event,
-    ModeChoice,
-    ModelChoice,
-    Models,
-    ModelsState,
-    Modes,
-    ModesState,
-)
+from c2.core.protocol.events import ConfigOptions, Event, Models, Modes
+from c2.core.protocol.state import ConfigOption, ModeChoice, ModelChoice, ModelsState, ModesState
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
 from c2.core.store.database import Store, UnitOfWork

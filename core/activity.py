@@ -1,6 +1,6 @@
 """Revisioned activity projection and the live turn that owns parked inputs.
 
-Every semantic transition bumps the revision by exactly one (original-behaviour §4.1); the
+Every semantic transition bumps the revision by exactly one (docs/protocol.md §4.1); the
 functions here compute the next `SessionActivity`, the engine persists (CAS) and emits it.
 """
 
@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from c2.core.protocol import (
+from c2.core.protocol.state import (
     AwaitingInputState,
     FailedState,
     IdleState,
@@ -21,16 +21,19 @@ from c2.core.protocol import (
 
 INTERRUPTED = "C2 stopped before the turn finished"
 
-# One global FIFO order for pending inputs across sessions (protocol: pending.sequence).
+# One global FIFO order for pending inputs across sessions (docs/protocol.md: pending.sequence).
 _sequence = itertools.count(1)
 
 
 def next_sequence() -> int:
+    """The next pending-input sequence number (process-wide, increasing)."""
     return next(_sequence)
 
 
 @dataclass
 class ParkedInput:
+    """A permission request parked on a turn and the future its answer resolves."""
+
     pending: PendingInput
     reply: asyncio.Future[str | None]
 
@@ -48,6 +51,7 @@ class LiveTurn:
     task: asyncio.Task[None] | None = None  # the supervised task running the turn
 
     def pending(self) -> list[PendingInput]:
+        """The parked inputs, oldest first."""
         return sorted((p.pending for p in self.parked.values()), key=lambda p: p.sequence)
 
     def state(self) -> RunningState | AwaitingInputState:
@@ -77,4 +81,5 @@ def advance(
 
 
 def is_busy(activity: SessionActivity) -> bool:
+    """Whether a turn runs (`running` or `awaiting_input`)."""
     return activity.state.kind in ("running", "awaiting_input")

@@ -2,7 +2,7 @@
 permission requests are decided by policy or parked until a client answers.
 
 Each update's row and event commit in one transaction before any client sees the event
-(protocol: transcript_seq). Writes are queued without waiting so a fast agent is never paced
+(docs/protocol.md: transcript_seq). Writes are queued without waiting so a fast agent is never paced
 by fsync; the writer commits them in order and in groups. An update the store cannot commit
 fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
 `failed` with a terminal error naming the cause (never a silent gap in the transcript).
@@ -37,24 +37,26 @@ from c2.core.agents.updates import (
 )
 from c2.core.commits import commit_activity, commit_turn_state, record_resolution
 from c2.core.permissions import Decision, automatic_answer, decide, grants_standing_permission
-from c2.core.protocol import (
+from c2.core.protocol.events import (
     AgentText,
     AgentThought,
     ConfigOptions,
-    ContextWindow,
     ContextWindowEvent,
     Event,
     Modes,
-    Part,
-    PendingInput,
     PermissionRequest,
     PlanEvent,
+    ToolCall,
+    Usage,
+)
+from c2.core.protocol.state import (
+    ContextWindow,
+    Part,
+    PendingInput,
     PlanPart,
     ReasoningPart,
     TextPart,
-    ToolCall,
     ToolCallPart,
-    Usage,
 )
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.faults import describe
@@ -66,6 +68,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # Queued-but-uncommitted updates per session before the reader waits for the writer.
 MAX_IN_FLIGHT = 128
+# One update's write, run by the store's writer thread in the update's transaction.
+Write = Callable[[UnitOfWork], None]
 
 
 class AgentFeed:
@@ -90,100 +94,132 @@ class AgentFeed:
     # -- updates -------------------------------------------------------------------------------
 
     async def on_update(self, update: AgentUpdate) -> None:
-        sid = self._live.id
-        write: Callable[[UnitOfWork], None]
-        ledger: UsageStep | None = None
-        row = transcript_row(sid, update)
-        if row is not None:
-            part, event_at = row
-
-            def write(uow: UnitOfWork) -> None:
-                uow.emit(event_at(uow.parts.append(sid, "agent", part)))
-
-        elif isinstance(update, UsageUpdate):
-            # Session-level state, not transcript content (protocol: context_window).
-            window = ContextWindow(used_tokens=update.used, context_window=update.size)
-            self._live.record = self._live.record.evolve(context_window=window)
-            record = self._live.record
-
-            cost = update.cost
-            if self._usage is not None:
-                ledger = self._usage.context(self._live, update.used, update.size, cost)
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("context_window",))
-                uow.emit(
-                    Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
-                )
-                uow.emit(
-                    ContextWindowEvent(
-                        session=sid,
-                        used_tokens=window.used_tokens,
-                        context_window=window.context_window,
-                    )
-                )
-                if ledger is not None:
-                    ledger(uow)
-
-        elif isinstance(update, TurnUsage):
-            usage = Usage(
-                session=sid,
-                input_tokens=update.input_tokens,
-                output_tokens=update.output_tokens,
-                total_tokens=update.total_tokens,
-                thought_tokens=update.thought_tokens,
-                cached_read_tokens=update.cached_read_tokens,
-                cached_write_tokens=update.cached_write_tokens,
-            )
-            if self._usage is not None:
-                ledger = self._usage.turn_usage(self._live, update)
-
-            def write(uow: UnitOfWork) -> None:
-                uow.emit(usage)
-                if ledger is not None:
-                    ledger(uow)
-
-        elif isinstance(update, ConfigOptionsUpdate):
-            options = update.options
-            changes: dict[str, Any] = {"config_options": options}
-            if (option := model_option(options)) is not None and option.current:
-                # The snapshot's model (and picker) follow the agent's model option.
-                known = self._live.record.models
-                changes["model"] = option.current
-                changes["models"] = effective_models(
-                    known.model_copy(update={"current": option.current}) if known else None,
-                    options,
-                )
-            known_modes = self._live.record.modes
-            if (modes_option := mode_option(options)) is not None and known_modes is not None:
-                current = {"current": modes_option.current}
-                changes["modes"] = known_modes.model_copy(update=current)
-            self._live.record = self._live.record.evolve(**changes)
-            record = self._live.record
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, tuple(changes))
-                uow.emit(ConfigOptions(session=sid, options=options))
-
-        elif isinstance(update, ModeUpdate):
-            modes = self._live.record.modes
-            if modes is None:
-                return  # a mode switch of an agent that never listed its modes
-            modes = modes.model_copy(update={"current": update.mode_id})
-            self._live.record = self._live.record.evolve(modes=modes)
-            record = self._live.record
-
-            def write(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("modes",))
-                uow.emit(Modes(session=sid, available=modes.available, current=modes.current))
-
-        else:  # pragma: no cover - the union is closed
+        """Record one agent update: a transcript row with its event, or the session state it
+        changes; queued for the writer in arrival order (not awaited, see `_queue`)."""
+        step = self._step(update)
+        if step is None:
             return
+        write, ledger = step
         future = await self._queue(write)
         if ledger is not None and future is not None:
             future.add_done_callback(ledger.committed)  # acts on a budget crossing
 
-    async def _queue(self, write: Callable[[UnitOfWork], None]) -> asyncio.Future[None] | None:
+    def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
+        """The write recording `update` (and the usage ledger's step riding on it), applying
+        to the live record at once what the update changes of the session."""
+        row = transcript_row(self._live.id, update)
+        if row is not None:
+            return self._row(*row), None
+        match update:
+            case UsageUpdate():
+                return self._context(update)
+            case TurnUsage():
+                return self._turn_usage(update)
+            case ConfigOptionsUpdate():
+                return self._config_options(update), None
+            case ModeUpdate():
+                write = self._mode(update)
+                return (write, None) if write is not None else None
+        return None  # pragma: no cover - the union is closed
+
+    def _row(self, part: Part, event_at: Callable[[int], Event]) -> Write:
+        sid = self._live.id
+
+        def write(uow: UnitOfWork) -> None:
+            uow.emit(event_at(uow.parts.append(sid, "agent", part)))
+
+        return write
+
+    def _context(self, update: UsageUpdate) -> tuple[Write, UsageStep | None]:
+        # Session-level state, not transcript content (docs/protocol.md: context_window).
+        sid = self._live.id
+        window = ContextWindow(used_tokens=update.used, context_window=update.size)
+        self._live.record = self._live.record.evolve(context_window=window)
+        record = self._live.record
+        cost = update.cost
+        ledger = None
+        if self._usage is not None:
+            ledger = self._usage.context(self._live, update.used, update.size, cost)
+
+        def write(uow: UnitOfWork) -> None:
+            uow.sessions.update(record, ("context_window",))
+            uow.emit(
+                Usage(session=sid, input_tokens=window.used_tokens, output_tokens=0, cost=cost)
+            )
+            uow.emit(
+                ContextWindowEvent(
+                    session=sid,
+                    used_tokens=window.used_tokens,
+                    context_window=window.context_window,
+                )
+            )
+            if ledger is not None:
+                ledger(uow)
+
+        return write, ledger
+
+    def _turn_usage(self, update: TurnUsage) -> tuple[Write, UsageStep | None]:
+        usage = Usage(
+            session=self._live.id,
+            input_tokens=update.input_tokens,
+            output_tokens=update.output_tokens,
+            total_tokens=update.total_tokens,
+            thought_tokens=update.thought_tokens,
+            cached_read_tokens=update.cached_read_tokens,
+            cached_write_tokens=update.cached_write_tokens,
+        )
+        ledger = None
+        if self._usage is not None:
+            ledger = self._usage.turn_usage(self._live, update)
+
+        def write(uow: UnitOfWork) -> None:
+            uow.emit(usage)
+            if ledger is not None:
+                ledger(uow)
+
+        return write, ledger
+
+    def _config_options(self, update: ConfigOptionsUpdate) -> Write:
+        sid = self._live.id
+        options = update.options
+        changes: dict[str, Any] = {"config_options": options}
+        if (option := model_option(options)) is not None and option.current:
+            # The snapshot's model (and picker) follow the agent's model option.
+            known = self._live.record.models
+            changes["model"] = option.current
+            changes["models"] = effective_models(
+                known.model_copy(update={"current": option.current}) if known else None,
+                options,
+            )
+        known_modes = self._live.record.modes
+        if (modes_option := mode_option(options)) is not None and known_modes is not None:
+            current = {"current": modes_option.current}
+            changes["modes"] = known_modes.model_copy(update=current)
+        self._live.record = self._live.record.evolve(**changes)
+        record = self._live.record
+
+        def write(uow: UnitOfWork) -> None:
+            uow.sessions.update(record, tuple(changes))
+            uow.emit(ConfigOptions(session=sid, options=options))
+
+        return write
+
+    def _mode(self, update: ModeUpdate) -> Write | None:
+        sid = self._live.id
+        modes = self._live.record.modes
+        if modes is None:
+            return None  # a mode switch of an agent that never listed its modes
+        modes = modes.model_copy(update={"current": update.mode_id})
+        self._live.record = self._live.record.evolve(modes=modes)
+        record = self._live.record
+
+        def write(uow: UnitOfWork) -> None:
+            uow.sessions.update(record, ("modes",))
+            uow.emit(Modes(session=sid, available=modes.available, current=modes.current))
+
+        return write
+
+    async def _queue(self, write: Write) -> asyncio.Future[None] | None:
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
             return None
@@ -228,10 +264,12 @@ class AgentFeed:
     # -- permissions ---------------------------------------------------------------------------
 
     async def on_permission(self, ask: PermissionAsk) -> str | None:
+        """Answer an agent's permission request: decided by the session's policy, or parked
+        for a client's answer while the turn waits."""
         live = self._live
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:
-            # Automatic decisions emit nothing and leave activity alone (§2.2).
+            # Automatic decisions emit nothing and leave activity alone (docs/protocol.md §2.2).
             answer = automatic_answer(decision, ask.options)
             if answer is not None or decision is Decision.DENY:
                 return answer
@@ -240,7 +278,8 @@ class AgentFeed:
         async with live.lock:
             turn = live.turn
             if turn is None or not turn.accepted:
-                return None  # no accepted turn to park in: answered cancelled (§5.1)
+                # No accepted turn to park in: answered cancelled (docs/protocol.md §5.1).
+                return None
             pending = PendingInput(
                 input_id=str(uuid.uuid4()),
                 title=ask.title,
@@ -249,7 +288,7 @@ class AgentFeed:
             )
             reply: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
             turn.parked[pending.input_id] = ParkedInput(pending=pending, reply=reply)
-            # Activity (awaiting_input) first, then the request itself (§5.1).
+            # Activity (awaiting_input) first, then the request itself (docs/protocol.md §5.1).
             request = PermissionRequest(
                 session=live.id,
                 request_id=pending.input_id,
@@ -329,5 +368,7 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
 
 @dataclass
 class LostWrites:
+    """A turn's agent updates that could not be committed: the first cause, how many."""
+
     cause: str
     count: int = 1

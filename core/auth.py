@@ -1,4 +1,4 @@
-"""Device auth without HTTP (API.md §2): pairing tokens, bearers, stream tickets, revocation.
+"""Device auth without HTTP (docs/api.md §2): pairing tokens, bearers, stream tickets, revocation.
 
 Secrets carry 256 bits of entropy and are stored only as sha256 digests. A verified bearer is
 cached for a few seconds so a request costs no database read; last-seen times are kept in
@@ -51,12 +51,16 @@ def digest(secret: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PairedDevice:
+    """A device just created: its id and its bearer (shown once)."""
+
     device_id: str
     bearer: str
 
 
 @dataclass(frozen=True, slots=True)
 class StreamTicket:
+    """A single-use stream ticket and how many seconds it lives."""
+
     ticket: str
     expires_in: int
 

@@ -27,7 +27,6 @@ class Subscription:
     backlog: int = DEFAULT_BACKLOG
     lagged: bool = False
     closed: bool = False
-    close_reason: str = ""
     _pending: deque[CommittedEvent] = field(default_factory=deque)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -47,8 +46,9 @@ class Subscription:
             self._pending.extend(events)
         self._wake.set()
 
-    def close(self, reason: str) -> None:
-        self.closed, self.close_reason = True, reason
+    def close(self) -> None:
+        """End the stream: it takes nothing more and its reader wakes to see it closed."""
+        self.closed = True
         self._pending.clear()
         self._wake.set()
 
@@ -76,6 +76,8 @@ class Subscription:
 
 
 class EventBus:
+    """Fans committed events out to the live streams' subscriptions, in commit order."""
+
     def __init__(self, recent: EventRing | None = None) -> None:
         self._subs: set[Subscription] = set()
         self.recent = recent if recent is not None else EventRing()
@@ -87,11 +89,13 @@ class EventBus:
         device_id: str | None = None,
         backlog: int = DEFAULT_BACKLOG,
     ) -> Subscription:
+        """A new stream's subscription (one session's events, or all), fed from now on."""
         sub = Subscription(session=session, device_id=device_id, backlog=backlog)
         self._subs.add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
+        """Stop feeding `sub` (its stream ended)."""
         self._subs.discard(sub)
 
     def publish(self, events: list[CommittedEvent]) -> None:
@@ -100,19 +104,21 @@ class EventBus:
         for sub in tuple(self._subs):
             sub.push(events)
 
-    def close_device(self, device_id: str, reason: str = "device revoked") -> int:
-        """End every stream opened by `device_id`; returns how many were closed."""
+    def close_device(self, device_id: str) -> int:
+        """End every stream opened by `device_id` (revoked); returns how many were closed."""
         closed = 0
         for sub in tuple(self._subs):
             if sub.device_id == device_id:
-                sub.close(reason)
+                sub.close()
                 closed += 1
         return closed
 
-    def close_all(self, reason: str = "server shutting down") -> None:
+    def close_all(self) -> None:
+        """End every stream (the server is shutting down)."""
         for sub in tuple(self._subs):
-            sub.close(reason)
+            sub.close()
 
     @property
     def subscriber_count(self) -> int:
+        """How many streams are subscribed."""
         return len(self._subs)

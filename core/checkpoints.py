@@ -6,6 +6,9 @@ At the start and end of every turn the working tree is recorded as a git tree ob
 tree in: a turn's end or a rewind's target) and `rewinds/<k>` (the tree each rewind replaced,
 so a rewind can itself be undone). Git work runs in a worker thread, one operation per session
 at a time. A checkpoint that cannot be taken is logged and the turn goes on without one.
+
+Over 300 lines: the turn hooks, the diffs and rewind share the per-session serialisation
+and the ref layout above; the git plumbing is core/worktrees/checkpoints.py.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from c2.core.errors import (
     TurnAlreadyRunningError,
     WorktreeError,
 )
-from c2.core.protocol import CheckpointPart, Event, RewindOp, RewindPart, SessionRewound, TurnEnded
+from c2.core.protocol.events import Event, SessionRewound, TurnEnded
+from c2.core.protocol.ops import RewindOp
+from c2.core.protocol.state import CheckpointPart, RewindPart
 from c2.core.session import SessionRecord
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.worktrees.checkpoints import (
@@ -59,7 +64,7 @@ _REF_SAFE = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 Step = Callable[[UnitOfWork], None]
 
 
-class FileChange(BaseModel):
+class FileChange(BaseModel):  # noqa: D101 - wire model: a docstring becomes its OpenAPI description
     path: str
     old_path: str | None
     status: str
@@ -78,7 +83,7 @@ class DiffResult(BaseModel):
     files: list[FileChange]
 
 
-class RewindResult(BaseModel):
+class RewindResult(BaseModel):  # noqa: D101 - wire model: a docstring becomes its OpenAPI description
     session: str
     to_turn: int | None
     checkpoint: str
@@ -206,6 +211,7 @@ class CheckpointService:
     # -- reads --------------------------------------------------------------------------------
 
     async def turn_diff(self, session_id: str, turn: int) -> DiffResult:
+        """What turn `turn` changed in the session's folder (its start to its end checkpoint)."""
         record = await self._record(session_id)
         running = self._running.get(session_id) == turn
 
@@ -225,6 +231,7 @@ class CheckpointService:
         return await self._git(record, read)
 
     async def session_diff(self, session_id: str) -> DiffResult:
+        """What the session's turns changed in its folder, from its first checkpoint to now."""
         record = await self._record(session_id)
         running = session_id in self._running
 
@@ -241,6 +248,8 @@ class CheckpointService:
     # -- rewind -------------------------------------------------------------------------------
 
     async def rewind(self, op: RewindOp) -> RewindResult:
+        """Restore the session's folder to a turn's end or a checkpoint (exactly one given);
+        what the folder held before is kept as a checkpoint of its own."""
         rid, sid = op.request_id, op.session
         try:
             if (op.to_turn is None) == (op.to_checkpoint is None):

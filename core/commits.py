@@ -1,7 +1,7 @@
 """Commits of a session's activity: the next revision (CAS-guarded) with its events in one
 transaction, and the write step recording how a parked permission was answered.
 
-Every semantic transition bumps the revision by exactly one (original-behaviour §4.1); the
+Every semantic transition bumps the revision by exactly one (docs/protocol.md §4.1); the
 caller holds the session's lock, so revisions are persisted and broadcast in order.
 """
 
@@ -11,16 +11,14 @@ from collections.abc import Callable
 
 from c2.core.activity import advance
 from c2.core.live import LiveSession
-from c2.core.protocol import (
+from c2.core.protocol.events import Event, PermissionResolved, SessionActivityChanged
+from c2.core.protocol.state import (
     AnsweredBy,
-    Event,
     FailedState,
     IdleState,
     PendingInput,
     PermissionPart,
-    PermissionResolved,
     RunState,
-    SessionActivityChanged,
 )
 from c2.core.store.database import Store, UnitOfWork
 

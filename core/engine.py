@@ -38,8 +38,8 @@ from c2.core.outcomes import (
 )
 from c2.core.processes import end_orphans
 from c2.core.prompt_compiler import PromptCompiler
-from c2.core.protocol import (
-    AnsweredBy,
+from c2.core.protocol.events import QueueItem, SessionActivityChanged
+from c2.core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
     Doc,
@@ -48,13 +48,10 @@ from c2.core.protocol import (
     NewSessionOp,
     Op,
     PromptOp,
-    QueueItem,
     QueuePromptOp,
     RemoveQueuedOp,
     ResumeQueueOp,
     RewindOp,
-    SessionActivityChanged,
-    SessionSnapshot,
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
@@ -62,6 +59,7 @@ from c2.core.protocol import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
+from c2.core.protocol.state import AnsweredBy, SessionSnapshot
 from c2.core.providers import ProviderRegistry
 from c2.core.queue import FollowUpQueue, QueueView
 from c2.core.reporter import Reporter
@@ -152,9 +150,8 @@ class Engine:
         """Recover persisted in-flight activity as failed/interrupted (before any list).
 
         Unlike the original core we broadcast the recovery, so a client resuming its stream
-        after a restart also drops its stale running indicator (protocol: Durable activity).
+        after a restart also drops its stale running indicator (docs/protocol.md: Durable activity).
         """
-
         # A cluster member recovers only its own sessions (its peers' turns are running).
         owners = None if self.store.instance_id is None else [self.store.instance_id]
 
@@ -176,10 +173,12 @@ class Engine:
         await self.queue.close()
         await self.live.shutdown()
 
-    async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Outcome:
+    async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Outcome:  # noqa: C901
         """Apply one op on behalf of `actor` (the device that sent it, when known): a new
-        session takes that device's default budget, a permission answer records who gave it.
-        Returns the op's outcome or raises a DomainError."""
+        session, created or forked, takes that device's default budget; a permission answer
+        records who gave it. Returns the op's outcome or raises a DomainError.
+
+        One case per op of the union (hence its complexity), closed by `assert_never`."""
         match op:
             case NewSessionOp():
                 return await self.lifecycle.new_session(op, actor.device_id if actor else None)
@@ -204,7 +203,7 @@ class Engine:
             case RewindOp():  # issue 14
                 return await self.checkpoints.rewind(op)
             case ForkOp():
-                return await self.forks.fork(op)
+                return await self.forks.fork(op, actor.device_id if actor else None)
             case QueuePromptOp():
                 return await self.queue.append(op)
             case EditQueuedOp():
@@ -246,18 +245,22 @@ class Engine:
         return await self._read(lambda r: r.sessions.get(session_id))
 
     async def list_sessions(self) -> list[SessionSnapshot]:
+        """The snapshots of every session not deleted, newest first."""
         records = await self._read(lambda r: r.sessions.list_active())
         return [rec.snapshot() for rec in records]
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
+        """One session's snapshot; a deleted session is not found."""
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))
-        if record is None or record.archived:  # a deleted session is gone (API.md §4)
+        if record is None or record.archived:  # a deleted session is gone (docs/api.md §4)
             raise SessionNotFoundError("no such session", session=session_id)
         return record.snapshot()
 
     async def transcript_page(
         self, session_id: str, before: int | None, limit: int | None, request_id: str | None
     ) -> TranscriptPage:
+        """A page of the session's transcript, whole turns, newest first (`before` pages back)."""
+
         def read(r: ReadUnit) -> TranscriptPage:
             if r.sessions.get(session_id) is None:
                 raise SessionNotFoundError(
@@ -268,12 +271,14 @@ class Engine:
         return await self._read(read)
 
     async def prompt_preview(self, session_id: str, doc: Doc) -> PromptPreview:
+        """What the agent would receive for `doc` in this session, and what did not resolve."""
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))
         if record is None:
             raise SessionNotFoundError("no such session", session=session_id)
         return await self.compiler.compile(record.cwd, doc)
 
     async def worktree_baselines(self, cwd: str) -> list[BaselineChoice]:
+        """The worktree baselines `cwd` offers (current, origin_default) and why one is not."""
         options = await preview_baselines_async(resolve_cwd(cwd))
         return [
             BaselineChoice(
@@ -283,7 +288,9 @@ class Engine:
         ]
 
     def list_providers(self) -> list[dict[str, Any]]:
+        """Every provider with its availability, built-ins first."""
         return [p.wire() for p in self.providers.list()]
 
     def list_skills(self, cwd: str | None) -> list[dict[str, Any]]:
+        """The skills a prompt in `cwd` can use (the library's and the project's)."""
         return [s.model_dump(mode="json") for s in self.compiler.skills.list(cwd)]

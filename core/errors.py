@@ -18,6 +18,9 @@ each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. Th
     ├── store:       StoreUnavailableError, RequestIdReusedError
     └── devices:     UnauthorizedError, InvalidPairingTokenError, InvalidTicketError,
                      RateLimitedError, DeviceNotFoundError, InsufficientScopeError
+
+Over 300 lines: one short class per stable code, the whole tree in the one place a reader
+looks codes up.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from c2.core.protocol import BudgetLimit, BudgetUsed
+    from c2.core.protocol.events import BudgetLimit, BudgetUsed
 
 
 class DomainError(Exception):
@@ -173,7 +176,7 @@ class McpUnsupportedError(DomainError):
     title = "MCP transport not supported by this agent"
 
 
-# -- worktrees (protocol.txt new_session, API.md §4) -------------------------------------------
+# -- worktrees (docs/protocol.md: Ops, new_session; docs/api.md §4) ---------------------------
 
 
 class WorktreeError(DomainError):
@@ -299,7 +302,7 @@ class RequestIdReusedError(DomainError):
     title = "request_id reused with a different body"
 
 
-# -- devices (API.md §2) -----------------------------------------------------------------------
+# -- devices (docs/api.md §2) ------------------------------------------------------------------
 
 
 class UnauthorizedError(DomainError):

@@ -1,4 +1,4 @@
-"""What an event stream reads from the durable log (API.md §6): the welcome snapshot with the
+"""What an event stream reads from the durable log (docs/api.md §6): the welcome snapshot with the
 log position it reflects, whether a resume position can be replayed (else a resync), and the
 events after a position, in batches (from the ring of recent events while it reaches back that
 far, else from the log), and each event's shared frame. api/stream.py orders and sends them.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from c2.core.errors import DomainError, StoreUnavailableError
 from c2.core.event_ring import EventRing
-from c2.core.protocol import SessionSnapshot
+from c2.core.protocol.state import SessionSnapshot
 from c2.core.session import SessionRecord
 from c2.core.store.database import ReadUnit, Store
 from c2.core.store.events import CommittedEvent, LogBounds

@@ -8,7 +8,7 @@ re-read made). Only a gap older than the ring is read from the log.
 The ring is filled once per commit batch, on the loop, by the bus (core/bus.py), in sequence
 order. It holds every event committed after its `floor`; it is bounded by count and by frame
 bytes, evicting the oldest first. Each event's frame (`id: SEQ` + `data: {"kind":"event",…}`,
-API.md §6) is encoded once here and the same bytes go to every stream.
+docs/api.md §6) is encoded once here and the same bytes go to every stream.
 """
 
 from __future__ import annotations
@@ -91,4 +91,5 @@ class EventRing:
 
     @property
     def size_bytes(self) -> int:
+        """The encoded size of the events held."""
         return self._bytes

@@ -16,18 +16,14 @@ from typing import TYPE_CHECKING
 
 from c2.core.acp_sessions import adopt, agent_failure, open_new
 from c2.core.agents.updates import AgentError
-from c2.core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError, TurnFailedError
+from c2.core.errors import DomainError, NoSuchTurnError, ProviderUnavailableError
 from c2.core.live import LiveSession
 from c2.core.mcp_servers import dump_mcp_servers
-from c2.core.protocol import (
-    Event,
-    ForkedFrom,
-    ForkOp,
-    SessionCreated,
-    SessionSnapshot,
-    TranscriptEntry,
-    WorktreeBase,
-)
+from c2.core.new_sessions import commit_new_session
+from c2.core.protocol.events import Event
+from c2.core.protocol.ops import ForkOp
+from c2.core.protocol.state import ForkedFrom, SessionSnapshot, TranscriptEntry
+from c2.core.protocol.values import WorktreeBase
 from c2.core.session import SessionRecord
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
@@ -80,14 +76,15 @@ class ForkService:
         self._checkpoints = checkpoints
         self._worktrees = worktrees
 
-    async def fork(self, op: ForkOp) -> SessionSnapshot:
+    async def fork(self, op: ForkOp, device_id: str | None = None) -> SessionSnapshot:
+        """Fork `op.session`; the child takes the default budget of the device that asked."""
         try:
-            return await self._fork(op)
+            return await self._fork(op, device_id)
         except DomainError as exc:
             exc.session, exc.request_id = exc.session or op.session, op.request_id
             raise
 
-    async def _fork(self, op: ForkOp) -> SessionSnapshot:
+    async def _fork(self, op: ForkOp, device_id: str | None) -> SessionSnapshot:
         parent_live = await self._live.load(op.session, op.request_id)
         parent = parent_live.record
         running = parent_live.turn is not None
@@ -132,28 +129,21 @@ class ForkService:
             live = self._live.new(child)
             child, state = await self._open_agent(live, parent, cut)
             live.record = child
-            created_event = SessionCreated(
-                session=child_id,
-                cwd=child.cwd,
-                project_path=child.project_path,
-                worktree_path=child.worktree_path,
-                worktree_baseline=child.worktree_baseline,
-                request_id=op.request_id,
-            )
 
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.insert(child)
+            def copy_turns(uow: UnitOfWork) -> None:
                 for entry in cut.rows:  # indexed for search like any appended row
                     uow.parts.append(child_id, entry.role, entry.part)
                 uow.search.turn_ended(child_id)  # the copied turns are over: index the last message
-                uow.emit(created_event)
-                for event in state:
-                    uow.emit(event)
 
-            try:
-                await self._store.write(persist)
-            except Exception as exc:
-                raise TurnFailedError(f"couldn't persist the forked session: {exc}") from exc
+            await commit_new_session(
+                self._store,
+                child,
+                state,
+                request_id=op.request_id,
+                device_id=device_id,
+                what="the forked session",
+                also=copy_turns,
+            )
         except BaseException:
             if live is not None:
                 await self._live.close(live)

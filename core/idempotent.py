@@ -1,4 +1,4 @@
-"""Idempotent retry of ops (API.md §1): the first reply per (device, request_id) is kept for
+"""Idempotent retry of ops (docs/api.md §1): the first reply per (device, request_id) is kept for
 24 h and answered again to a retry with the same body; a different body under a used
 request_id is refused (`request_id_reused`).
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from c2.core.errors import RequestIdReusedError, StoreUnavailableError
-from c2.core.protocol import Op
+from c2.core.protocol.ops import Op
 from c2.core.store.cluster import ClusterRepository
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.idempotency import PENDING
@@ -55,6 +55,7 @@ class KeyedLocks:
 
     @asynccontextmanager
     async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        """Hold `key`'s lock for the block (waiting for whoever holds it)."""
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:

@@ -1,5 +1,6 @@
 """Session lifecycle: creation (cwd, worktree, agent spawn, receipt), deletion and worktree
-discard. Creation either commits a complete session or leaves nothing behind (§8.2).
+discard. Creation either commits a complete session or leaves nothing behind
+(docs/protocol.md §8.2).
 """
 
 from __future__ import annotations
@@ -18,29 +19,23 @@ from c2.core.errors import (
     ProviderUnavailableError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
-    TurnFailedError,
 )
 from c2.core.live import LiveSession
 from c2.core.live_agents import LiveAgents
 from c2.core.mcp_servers import merge_mcp_servers, parse_mcp_servers
+from c2.core.new_sessions import commit_new_session
 from c2.core.outcomes import (
     WorktreeDiscarded,
 )
-from c2.core.protocol import (
-    DEFAULT_POLICY,
-    NewSessionOp,
-    SessionCreated,
-    SessionDeleted,
-    SessionSnapshot,
-    WorktreeBase,
-    provider_key,
-)
+from c2.core.protocol.events import SessionDeleted
+from c2.core.protocol.ops import NewSessionOp
+from c2.core.protocol.state import SessionSnapshot
+from c2.core.protocol.values import DEFAULT_POLICY, WorktreeBase, provider_key
 from c2.core.providers import ProviderRegistry
 from c2.core.queue import FollowUpQueue
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
 from c2.core.store.database import Store, UnitOfWork
-from c2.core.usage import UsageLedger
 from c2.core.worktrees import (
     create_worktree_async,
     discard_worktree_async,
@@ -76,11 +71,14 @@ class SessionLifecycle:
         self._queue = queue
 
     async def new_session(self, op: NewSessionOp, device_id: str | None = None) -> SessionSnapshot:
+        """Create a session (`device_id` lends its default budget); its snapshot, or a
+        terminal error broadcast and raised."""
         rid = op.request_id
         try:
             return await self._create(op, device_id)
         except DomainError as exc:
-            # Creation errors are terminal, not session-scoped, and correlated (§3.6).
+            # Creation errors are terminal, not session-scoped, and correlated
+            # (docs/protocol.md §3.6).
             exc.session, exc.request_id = None, rid
             raise await self._reporter.reject(exc, terminal=True) from None
 
@@ -132,28 +130,14 @@ class SessionLifecycle:
             self._providers.observe_auth(key, required=False)
             record, state = adopt(record, info)
             live.record, live.acp_session_id = record, info.acp_session_id
-            created_event = SessionCreated(
-                session=session_id,
-                cwd=record.cwd,
-                project_path=record.project_path,
-                worktree_path=record.worktree_path,
-                worktree_baseline=record.worktree_baseline,
+            await commit_new_session(
+                self._store,
+                record,
+                state,
                 request_id=op.request_id,
+                device_id=device_id,
+                what="new session",
             )
-
-            inherit_budget = UsageLedger.inherit(device_id, session_id)
-
-            def persist(uow: UnitOfWork) -> None:
-                uow.sessions.insert(record)
-                inherit_budget(uow)  # the creating device's default budget
-                uow.emit(created_event)
-                for event in state:
-                    uow.emit(event)
-
-            try:
-                await self._store.write(persist)
-            except Exception as exc:
-                raise TurnFailedError(f"couldn't persist new session: {exc}") from exc
         except BaseException:
             await self._live.close(live)
             if created is not None:
@@ -184,6 +168,7 @@ class SessionLifecycle:
         await self._queue.forget(session_id)
 
     async def discard_worktree(self, session_id: str) -> WorktreeDiscarded:
+        """Remove the session's worktree for good (refused while a turn runs)."""
         live = await self._live.load(session_id)
         async with live.lock:
             if live.turn is not None:
@@ -213,7 +198,7 @@ class SessionLifecycle:
 
 
 def resolve_cwd(raw: str) -> str:
-    """Empty → ".", relative → absolute, must be an existing directory (§8.2)."""
+    """Empty → ".", relative → absolute, must be an existing directory (docs/protocol.md §8.2)."""
     absolute = Path(raw.strip() or ".")
     try:
         absolute = absolute.expanduser()

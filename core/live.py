@@ -1,7 +1,7 @@
 """In-memory state of a session loaded in this process: its record, agent, handler and turn.
 
 `LiveSession.lock` serialises every state change of one session (activity revisions, policy,
-model), so revisions are persisted and broadcast in order (original-behaviour §4.1).
+model), so revisions are persisted and broadcast in order (docs/protocol.md §4.1).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ class SessionFeed(AgentHandler, Protocol):
 
 @dataclass(eq=False)
 class LiveSession:
+    """A session loaded in this process: its record, lock, agent, feed and running turn."""
+
     record: SessionRecord
     # Builds the session's handler (given the session itself): one per session, for its life.
     feed: InitVar[Callable[[LiveSession], SessionFeed]]
@@ -52,11 +54,14 @@ class LiveSession:
 
     @property
     def id(self) -> str:
+        """The session's id."""
         return self.record.id
 
     @property
     def agent_alive(self) -> bool:
+        """Whether the session has an agent that still runs."""
         return self.agent is not None and self.agent.alive
 
     def touch(self) -> None:
+        """Mark the session used now (least recently used sessions are evicted first)."""
         self.last_used = time.monotonic()

@@ -63,6 +63,7 @@ class LiveAgents:
         return LiveSession(record, self._feed)
 
     def add(self, live: LiveSession) -> None:
+        """Register a loaded session (a new one, once it is persisted)."""
         self._sessions[live.id] = live
 
     def get(self, session_id: str) -> LiveSession | None:
@@ -70,6 +71,7 @@ class LiveAgents:
         return self._sessions.get(session_id)
 
     def drop(self, session_id: str) -> None:
+        """Forget a session (deleted); its agent is closed by the caller."""
         self._sessions.pop(session_id, None)
 
     def __iter__(self) -> Iterator[LiveSession]:

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from c2.core.errors import InvalidMcpServerError, McpUnsupportedError
-from c2.core.protocol import McpServerSummary
+from c2.core.protocol.state import McpServerSummary
 
 McpTransport = Literal["stdio", "http", "sse"]
 MAX_SERVERS = 32
@@ -87,6 +87,7 @@ def require_supported(servers: Iterable[McpServer], *, http: bool, sse: bool) ->
 
 
 def dump_mcp_servers(servers: Sequence[McpServer]) -> list[dict[str, Any]]:
+    """The servers in ACP's wire shape (secrets included: for the agent and the store)."""
     return [server.acp() for server in servers]
 
 

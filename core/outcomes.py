@@ -1,4 +1,4 @@
-"""What each op returns to its initiating client besides the broadcast events (API.md §3, §4).
+"""What each op returns to its initiating client besides the broadcast events (docs/api.md §3, §4).
 
 The api layer maps each outcome type to a status code; the engine never sees HTTP.
 """
@@ -9,13 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from c2.core.protocol import (
-    ConfigOption,
-    ExecutionPolicy,
-    TranscriptEntry,
-    WorktreeBaseline,
-    part_wire,
-)
+from c2.core.protocol.state import ConfigOption, TranscriptEntry, part_wire
+from c2.core.protocol.values import ExecutionPolicy, WorktreeBaseline
 
 
 class PromptAccepted(BaseModel):
@@ -64,6 +59,7 @@ class TranscriptPage(BaseModel):
     snapshot_through: int | None
 
     def wire(self) -> dict[str, Any]:
+        """The page as sent: each entry's part in its wire form."""
         data = self.model_dump(mode="json")
         data["entries"] = [
             {

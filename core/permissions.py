@@ -1,4 +1,4 @@
-"""Execution-policy decisions for ACP permission requests (original-behaviour §2.1–2.2).
+"""Execution-policy decisions for ACP permission requests (docs/protocol.md §2.1–2.2).
 
 The sandbox axis is a ceiling on *which tool kinds may be approved*: permission mediation,
 not OS isolation. The agent process itself runs with the server user's rights.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from c2.core.protocol import ExecutionPolicy, PermissionMode, SandboxPolicy
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 
 READ_KINDS = frozenset({"read", "search", "fetch", "think"})
 MUTATING_KINDS = frozenset({"edit", "delete", "move", "execute", "switch_mode"})
@@ -16,6 +16,8 @@ EDIT_KINDS = frozenset({"edit", "delete", "move"})
 
 
 class Decision(StrEnum):
+    """What the policy makes of a permission request."""
+
     ALLOW = "allow"
     DENY = "deny"
     ASK = "ask"
@@ -31,7 +33,7 @@ def kind_class(kind: str | None) -> str:
 
 
 def decide(policy: ExecutionPolicy, kind: str | None) -> Decision:
-    """The ceiling vetoes first, then the mode decides (original-behaviour §2.1)."""
+    """The ceiling vetoes first, then the mode decides (docs/protocol.md §2.1)."""
     cls = kind_class(kind)
     if policy.sandbox is SandboxPolicy.READ_ONLY and cls != "read":
         return Decision.DENY

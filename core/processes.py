@@ -28,6 +28,7 @@ class AgentRecords:
         self._start_times: dict[int, int] = {}
 
     async def spawned(self, pid: int) -> None:
+        """Record a started agent process (its start time tells it from a reused pid)."""
         stat = read_stat(pid)
         if stat is None:
             return  # already gone: nothing can outlive it unrecorded but its group, ended on exit
@@ -38,6 +39,7 @@ class AgentRecords:
         await self._store.write(lambda uow: uow.agent_processes.add(record))
 
     async def gone(self, pid: int) -> None:
+        """Forget an agent process that exited."""
         start_time = self._start_times.pop(pid, None)
         if start_time is not None:
             await self._store.write(lambda uow: uow.agent_processes.remove(pid, start_time))

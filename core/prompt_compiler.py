@@ -1,4 +1,4 @@
-"""The one prompt compiler behind both a real prompt and its preview (API.md §4): it reads the
+"""The one prompt compiler behind both a real prompt and its preview (docs/api.md §4): it reads the
 @chat context of referenced sessions from the store, then compiles off the event loop."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 from c2.core.outcomes import PromptPreview
 from c2.core.prompts import compile_prompt
-from c2.core.protocol import Doc, SessionRefBlock
+from c2.core.protocol.ops import Doc, SessionRefBlock
 from c2.core.skills import SkillLibrary
 from c2.core.store.database import Store
 from c2.core.transcript import referenced_chat_context

@@ -1,6 +1,6 @@
 """Prompt documents: canonical stored text, bubble display, automatic title, provider prompt.
 
-Owns doc → text projections (original-behaviour §1.4, §3.1 step 5, §8.3). Reads no database:
+Owns doc → text projections (docs/protocol.md §1.4, §3.1 step 5, §8.3). Reads no database:
 @chat bodies arrive through the `chat_context` callable, skills through a SkillLibrary.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from c2.core.protocol import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from c2.core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
 from c2.core.skills import SkillLibrary
 
 DISPLAY_LIMIT = 400
 _TITLE_LEAD = frozenset("#>*-+`\"'")
 _SENTENCE_ENDS = ".?!。？！;；"
 _TITLE_TRAIL = frozenset(",:，：")
-# Scripts written without spaces between words get a scalar budget instead (§8.3).
+# Scripts written without spaces between words get a scalar budget instead (docs/protocol.md §8.3).
 _UNSPACED_RANGES = (
     (0x2E80, 0x2FDF),
     (0x3040, 0x30FF),
@@ -59,7 +59,8 @@ def _unspaced(text: str) -> bool:
 
 
 def title_from_text(text: str) -> str | None:
-    """Compact title from the first meaningful sentence of `text` (§8.3); None if there is none."""
+    """Compact title from the first meaningful sentence of `text` (docs/protocol.md §8.3);
+    None if there is none."""
     line = next(
         (
             stripped
@@ -126,7 +127,7 @@ def compile_prompt(
         elif isinstance(block, SkillBlock):
             skill = skills.get(block.skill_id, cwd)
             if skill is None:
-                unresolved.append(block.skill_id)  # reported after turn_started (API.md §3)
+                unresolved.append(block.skill_id)  # reported after turn_started (docs/api.md §3)
                 continue
             body = skill.compile(block.params)
             if body:

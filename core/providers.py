@@ -1,7 +1,11 @@
-"""Provider registry: built-in launch specs, `$C2_HOME/providers.toml`, availability (API.md §7).
+"""Provider registry: built-in launch specs, `$C2_HOME/providers.toml`, availability
+(docs/api.md §7).
 
 Launch specs are argv lists from configuration only; nothing from a request ever becomes part of
 a command line, and nothing runs through a shell.
+
+Over 300 lines: one registry and its two sources (the built-ins, providers.toml) with the
+availability checks both share; split, a provider's life would be read in three places.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ from pydantic import BaseModel, Field
 from c2.core.agents.port import LaunchSpec
 from c2.core.errors import InvalidMcpServerError, ProviderUnavailableError, UnknownProviderError
 from c2.core.mcp_servers import McpServer, parse_mcp_servers
-from c2.core.protocol import (
+from c2.core.protocol.state import AuthMethodInfo, McpServerSummary
+from c2.core.protocol.values import (
     BUILTIN_PROVIDERS,
     PROVIDER_ALIASES,
-    AuthMethodInfo,
-    McpServerSummary,
+    DocumentedProvider,
     provider_wire,
 )
 
@@ -106,7 +110,7 @@ class ProviderEntry:
         )
 
 
-def _builtin(key: str, display_name: str, command: str, *args: str) -> ProviderEntry:
+def _builtin(key: DocumentedProvider, display_name: str, command: str, *args: str) -> ProviderEntry:
     return ProviderEntry(key=key, display_name=display_name, command=command, args=args)
 
 

@@ -21,23 +21,24 @@ from pydantic import BaseModel
 from c2.core.activity import LiveTurn, is_busy
 from c2.core.errors import DomainError, QueueItemNotFoundError
 from c2.core.outcomes import PromptAccepted
-from c2.core.protocol import (
-    PROTOCOL_DOC,
-    EditQueuedOp,
+from c2.core.protocol.events import (
     Event,
-    FailedState,
-    PromptOp,
     QueueChanged,
     QueueItem,
     QueuePaused,
-    QueuePromptOp,
     QueueResumed,
-    RemoveQueuedOp,
-    ResumeQueueOp,
-    RunState,
-    StopReason,
     TurnEnded,
 )
+from c2.core.protocol.ops import (
+    PROTOCOL_DOC,
+    EditQueuedOp,
+    PromptOp,
+    QueuePromptOp,
+    RemoveQueuedOp,
+    ResumeQueueOp,
+)
+from c2.core.protocol.state import FailedState, RunState
+from c2.core.protocol.values import StopReason
 from c2.core.session import utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.queue import QueueRepository, StoredItem
@@ -51,11 +52,7 @@ log = logging.getLogger(__name__)
 PauseReason = Literal["cancelled", "failed", "permission", "interrupted"]
 
 
-class Queued(QueueItem):
-    """The answer to an append (201)."""
-
-
-class QueueView(BaseModel):
+class QueueView(BaseModel):  # noqa: D101 - wire model: a docstring becomes its OpenAPI description
     session: str
     paused: bool
     pause_reason: str | None
@@ -98,6 +95,8 @@ class FollowUpQueue:
     # -- ops ----------------------------------------------------------------------------------
 
     async def append(self, op: QueuePromptOp) -> QueueItem:
+        """Append a prompt to the session's queue; it starts now if the session is idle and the
+        queue not paused."""
         live = await self._live.load(op.session, op.request_id)
         item_id = str(uuid.uuid4())
         doc_json = _doc_json(op.doc)
@@ -107,8 +106,7 @@ class FollowUpQueue:
             repo.append(item_id, live.id, doc_json, op.request_id, utcnow())
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
-            added = next(i for i in items if i.id == item_id)
-            return Queued(**added.model_dump())
+            return next(i for i in items if i.id == item_id)
 
         item = await self._store.write(write)
         self._waiting.add(live.id)
@@ -116,6 +114,7 @@ class FollowUpQueue:
         return item
 
     async def view(self, session: str) -> QueueView:
+        """The session's queue: waiting items in order, and whether (and why) it is paused."""
         live = await self._live.load(session)
 
         def read(r: ReadUnit) -> QueueView:
@@ -129,6 +128,7 @@ class FollowUpQueue:
         return await self._store.read(read)
 
     async def edit(self, op: EditQueuedOp) -> QueueItem:
+        """Replace the doc of a waiting item; QueueItemNotFoundError once it ran or left."""
         live = await self._live.load(op.session, op.request_id)
         doc_json = _doc_json(op.doc)
 
@@ -147,6 +147,7 @@ class FollowUpQueue:
         return await self._store.write(write)
 
     async def remove(self, op: RemoveQueuedOp) -> QueueView:
+        """Remove a waiting item; the queue as it now is."""
         live = await self._live.load(op.session, op.request_id)
 
         def write(uow: UnitOfWork) -> None:
@@ -166,6 +167,7 @@ class FollowUpQueue:
         return view
 
     async def resume(self, op: ResumeQueueOp) -> QueueView:
+        """Unpause the queue and start its next item if the session is idle."""
         live = await self._live.load(op.session, op.request_id)
 
         def write(uow: UnitOfWork) -> None:
@@ -218,6 +220,8 @@ class FollowUpQueue:
         self._queued_turns.add(accepted.turn_id)
 
     async def pause(self, session: str, reason: PauseReason) -> None:
+        """Pause the session's queue for `reason` and announce it."""
+
         def write(uow: UnitOfWork) -> None:
             QueueRepository(uow.conn).pause(session, reason, utcnow())
             uow.emit(QueuePaused(session=session, reason=reason))
@@ -256,6 +260,7 @@ class FollowUpQueue:
             log.exception("the follow-up queue of %s could not go on", live.id)
 
     async def close(self) -> None:
+        """Stop the queue's tasks (server shutdown)."""
         await self._tasks.close()
 
     def parked(self, live: LiveSession, turn: LiveTurn) -> None:
@@ -282,6 +287,7 @@ class FollowUpQueue:
         self._waiting.update(await self._store.write(write))
 
     async def forget(self, session: str) -> None:
+        """Drop the session's queue (it was deleted)."""
         self._waiting.discard(session)
         await self._store.write(lambda uow: QueueRepository(uow.conn).forget(session))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from c2.core.errors import DomainError
-from c2.core.protocol import ErrorEvent, Event
+from c2.core.protocol.events import ErrorEvent, Event
 from c2.core.store.database import Store, UnitOfWork
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,8 @@ from enum import StrEnum
 
 
 class Scope(StrEnum):
+    """What a device may do: read, answer permissions, operate, administer."""
+
     READ = "read"
     APPROVE = "approve"
     OPERATE = "operate"

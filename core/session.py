@@ -1,4 +1,4 @@
-"""The durable session record (domain model) and its snapshot projection (API.md §5).
+"""The durable session record (domain model) and its snapshot projection (docs/api.md §5).
 
 Repositories in core/store return `SessionRecord`; the engine mutates copies and writes them
 back. Nothing here performs I/O.
@@ -11,24 +11,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from c2.core.mcp_servers import McpServer
-from c2.core.protocol import (
-    DEFAULT_POLICY,
+from c2.core.protocol.state import (
     ConfigOption,
     ContextWindow,
-    ExecutionPolicy,
     ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
     SessionSnapshot,
-    WorktreeBaseline,
-    provider_wire,
 )
+from c2.core.protocol.values import DEFAULT_POLICY, ExecutionPolicy, WorktreeBaseline, provider_wire
 
 DEFAULT_TITLE = "Untitled session"
 
 
 def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
 
 
@@ -39,12 +37,14 @@ def rfc3339(moment: datetime) -> str:
 
 @dataclass(frozen=True)
 class SessionRecord:
+    """A session as the store keeps it; copies are changed with `evolve`."""
+
     id: str
     provider: str  # registry key: "codex" or "custom:NAME"
     cwd: str
     project_path: str | None = None
     title: str = DEFAULT_TITLE
-    title_origin: str = "default"  # default | automatic | manual (original-behaviour §8.3)
+    title_origin: str = "default"  # default | automatic | manual (docs/protocol.md §8.3)
     model: str | None = None
     worktree_path: str | None = None
     worktree_baseline: WorktreeBaseline | None = None
@@ -83,25 +83,22 @@ class SessionRecord:
         return self.models.current if self.models is not None and self.models.current else None
 
     def snapshot(self) -> SessionSnapshot:
+        """The snapshot clients see: the record's fields of the same name, and the few it
+        computes (the provider's wire form, the model in use, what MCP servers it has)."""
+        copied = {name: getattr(self, name) for name in _COPIED}
         return SessionSnapshot(
-            id=self.id,
-            title=self.title,
+            **copied,
             provider=provider_wire(self.provider),
             model=self.current_model(),
-            cwd=self.cwd,
-            project_path=self.project_path,
-            worktree_path=self.worktree_path,
-            worktree_baseline=self.worktree_baseline,
-            policy=self.policy,
-            activity=self.activity,
-            models=self.models,
-            modes=self.modes,
-            config_options=self.config_options,
             mcp_servers=[server.summary() for server in self.mcp_servers],
-            context_window=self.context_window,
-            forked_from=self.forked_from,
-            worktree_discarded=self.worktree_discarded,
-            owner=self.owner,
             created_at=rfc3339(self.created_at),
             updated_at=rfc3339(self.updated_at),
         )
+
+
+# The snapshot fields copied from the record by name; the others are computed above.
+_COPIED = tuple(
+    name
+    for name in SessionSnapshot.model_fields
+    if name not in ("provider", "model", "mcp_servers", "created_at", "updated_at")
+)

@@ -1,11 +1,12 @@
 """Per-session settings ops: the atomic two-axis execution policy, the model, the ACP session
-mode and agent config options (original-behaviour §2.3, §8.4). Each is validated, applied live,
+mode and agent config options (docs/protocol.md §2.3, §8.4). Each is validated, applied live,
 persisted, then broadcast.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from c2.core.acp_sessions import (
     apply_mode,
@@ -15,9 +16,9 @@ from c2.core.acp_sessions import (
     model_option,
     state_events,
 )
+from c2.core.agents.port import Agent
 from c2.core.agents.updates import AgentError
 from c2.core.errors import (
-    DomainError,
     OperationFailedError,
     SessionNotFoundError,
     UnknownModeError,
@@ -32,15 +33,10 @@ from c2.core.outcomes import (
     PolicyResult,
 )
 from c2.core.permissions import is_stricter
-from c2.core.protocol import (
-    ExecutionPolicy,
-    ExecutionPolicyChanged,
-    PermissionMode,
-    SandboxPolicy,
-    SetConfigOptionOp,
-    SetModelOp,
-    SetModeOp,
-)
+from c2.core.protocol.events import ExecutionPolicyChanged
+from c2.core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
+from c2.core.protocol.state import ModeChoice, ModelChoice
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
 from c2.core.store.database import Store, UnitOfWork
@@ -74,7 +70,8 @@ class SessionOptions:
         sandbox: SandboxPolicy | None,
         request_id: str | None,
     ) -> PolicyResult:
-        """Atomic two-axis write: persisted, applied live, then broadcast (§2.3)."""
+        """Atomic two-axis write: persisted, applied live, then broadcast
+        (docs/protocol.md §2.3)."""
         live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy
@@ -104,31 +101,21 @@ class SessionOptions:
         live = await self._load(op.session, None, "change model")
         async with live.lock:
             models = live.record.models
-            if models is not None and op.model not in {m.id for m in models.available}:
-                offered = ", ".join(m.id for m in models.available)
-                unknown: DomainError = UnknownModelError(
-                    f"{op.model!r} is not one of this session's models ({offered})",
-                    session=op.session,
-                )
-                raise await self._reporter.reject(unknown, terminal=False)
-            if live.agent_alive and live.acp_session_id is not None:
-                assert live.agent is not None
-                try:
-                    record = await apply_model(
-                        live.agent, live.acp_session_id, live.record, op.model
-                    )
-                except AgentError as exc:
-                    error = OperationFailedError(
-                        f"the agent didn't switch to {op.model}: {exc.message}",
-                        session=op.session,
-                    )
-                    raise await self._reporter.reject(error, terminal=False) from exc
-            else:
+            if models is not None:  # an agent that reports no models takes any name
+                await self._check_offered(live, op.model, models.available, UnknownModelError)
+
+            def offline() -> SessionRecord:
                 current = models.model_copy(update={"current": op.model}) if models else None
-                record = live.record.evolve(model=op.model, models=current)
-            changed_options = record.config_options != live.record.config_options
-            fields = ("model", "models") + (("config_options",) if changed_options else ())
-            await self._persist(live, record, fields)
+                return live.record.evolve(model=op.model, models=current)
+
+            await self._switch(
+                live,
+                None,
+                op.model,
+                lambda agent, acp_session: apply_model(agent, acp_session, live.record, op.model),
+                offline,
+                ("model", "models"),
+            )
         return ModelResult(session=op.session, current=op.model)
 
     async def set_mode(self, op: SetModeOp) -> ModeResult:
@@ -137,34 +124,72 @@ class SessionOptions:
         live = await self._load(op.session, op.request_id, "change mode")
         async with live.lock:
             modes = live.record.modes
-            if modes is None or op.mode_id not in {m.id for m in modes.available}:
-                offered = ", ".join(m.id for m in modes.available) if modes else "none"
-                unknown = UnknownModeError(
-                    f"{op.mode_id!r} is not one of this session's modes ({offered})",
-                    session=op.session,
-                    request_id=op.request_id,
-                )
-                raise await self._reporter.reject(unknown, terminal=False)
-            if live.agent_alive and live.acp_session_id is not None:
-                assert live.agent is not None
-                try:
-                    record = await apply_mode(
-                        live.agent, live.acp_session_id, live.record, op.mode_id
-                    )
-                except AgentError as exc:
-                    error = OperationFailedError(
-                        f"the agent didn't switch to mode {op.mode_id}: {exc.message}",
-                        session=op.session,
-                        request_id=op.request_id,
-                    )
-                    raise await self._reporter.reject(error, terminal=False) from exc
-            else:
-                record = live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
-            changed_options = record.config_options != live.record.config_options
-            await self._persist(
-                live, record, ("modes",) + (("config_options",) if changed_options else ())
+            offered = modes.available if modes is not None else None
+            await self._check_offered(live, op.mode_id, offered, UnknownModeError, op.request_id)
+            assert modes is not None
+
+            def offline() -> SessionRecord:
+                return live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
+
+            await self._switch(
+                live,
+                op.request_id,
+                f"mode {op.mode_id}",
+                lambda agent, acp_session: apply_mode(agent, acp_session, live.record, op.mode_id),
+                offline,
+                ("modes",),
             )
         return ModeResult(session=op.session, current=op.mode_id)
+
+    # -- the steps the model and mode switches share ----------------------------------------
+
+    async def _check_offered(
+        self,
+        live: LiveSession,
+        choice: str,
+        offered: Sequence[ModelChoice | ModeChoice] | None,
+        unknown: type[UnknownModelError | UnknownModeError],
+        request_id: str | None = None,
+    ) -> None:
+        """Refuse (and broadcast) a `choice` that is not among the `offered` ones."""
+        if offered is not None and choice in {c.id for c in offered}:
+            return
+        listed = ", ".join(c.id for c in offered) if offered is not None else "none"
+        noun = "models" if unknown is UnknownModelError else "modes"
+        error = unknown(
+            f"{choice!r} is not one of this session's {noun} ({listed})",
+            session=live.id,
+            request_id=request_id,
+        )
+        raise await self._reporter.reject(error, terminal=False)
+
+    async def _switch(
+        self,
+        live: LiveSession,
+        request_id: str | None,
+        label: str,
+        through_agent: Callable[[Agent, str], Awaitable[SessionRecord]],
+        offline: Callable[[], SessionRecord],
+        fields: tuple[str, ...],
+    ) -> None:
+        """Apply a validated choice through the running agent (`through_agent`), or only on
+        the record when none runs (`offline`: the agent gets it at revival); then persist
+        `fields`, plus the config options when the switch changed them."""
+        if live.agent_alive and live.acp_session_id is not None:
+            assert live.agent is not None
+            try:
+                record = await through_agent(live.agent, live.acp_session_id)
+            except AgentError as exc:
+                error = OperationFailedError(
+                    f"the agent didn't switch to {label}: {exc.message}",
+                    session=live.id,
+                    request_id=request_id,
+                )
+                raise await self._reporter.reject(error, terminal=False) from exc
+        else:
+            record = offline()
+        changed_options = record.config_options != live.record.config_options
+        await self._persist(live, record, fields + (("config_options",) if changed_options else ()))
 
     async def _persist(
         self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...]
@@ -191,6 +216,8 @@ class SessionOptions:
         live.record = live.record.evolve(**{name: getattr(record, name) for name in fields})
 
     async def set_config_option(self, op: SetConfigOptionOp) -> ConfigResult:
+        """Set one of the agent's config options (only while its agent runs); the model and
+        mode follow when the option carries them."""
         live = self._live.get(op.session)
         if live is None or not live.agent_alive or live.acp_session_id is None:
             error = OperationFailedError(

@@ -1,7 +1,7 @@
 """Owns background tasks: every task is named, kept, logged on failure and cancelled on close.
 
 No fire-and-forget `create_task` anywhere in the core: a task whose reference is dropped can
-be garbage-collected mid-flight and its exception is lost (ARCHITECTURE.md: Async).
+be garbage-collected mid-flight and its exception is lost (docs/architecture.md: Async).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class Supervisor:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run `coro` as a supervised task named `name`."""
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._finished)

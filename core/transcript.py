@@ -1,7 +1,7 @@
 """Transcript reads: turn-aligned pages, the snapshot tool-call projection, @chat context.
 
 Owns paging policy over PartRepository's indexed queries (never a full scan) and the rendering
-of a referenced chat (original-behaviour §6.4, §6.6, §7.2). Pure functions over one ReadUnit:
+of a referenced chat (docs/protocol.md §6.4, §6.6, §7.2). Pure functions over one ReadUnit:
 no writes, no live-event filtering.
 """
 
@@ -12,7 +12,7 @@ from typing import Literal
 
 from c2.core.errors import TranscriptCursorError
 from c2.core.outcomes import TranscriptPage
-from c2.core.protocol import (
+from c2.core.protocol.state import (
     Part,
     PlanPart,
     PromptPart,
@@ -36,7 +36,7 @@ Role = Literal["user", "agent"]
 
 
 def clamp_turns(limit: int | None) -> int:
-    """Turns per page: default 20, clamped to 1..50 (API.md §4)."""
+    """Turns per page: default 20, clamped to 1..50 (docs/api.md §4)."""
     if limit is None:
         return DEFAULT_TURNS
     return max(1, min(MAX_TURNS, limit))
@@ -49,8 +49,9 @@ def read_page(
     turns = clamp_turns(limit)
     parts = read.parts
     top = parts.max_seq(session_id)
-    # API.md wins over the original here: a cursor must name a user row of this session, so a
-    # cursor into an empty session is rejected too rather than silently ignored (§6.4 step 2).
+    # docs/api.md wins over the original here: a cursor must name a user row of this session,
+    # so a cursor into an empty session is rejected too rather than silently ignored
+    # (docs/protocol.md §6.4 step 2).
     if before is not None and not (
         0 <= before <= _MAX_SEQ and parts.role_of(session_id, before) == "user"
     ):
@@ -68,7 +69,8 @@ def read_page(
             snapshot_through=None,
         )
     below = top + 1 if before is None else before
-    # One row more than the page needs tells whether an older turn exists (§6.4 step 5).
+    # One row more than the page needs tells whether an older turn exists
+    # (docs/protocol.md §6.4 step 5).
     users = parts.user_seqs_before(session_id, below, turns + 1)
     if len(users) > turns:
         start: int = users[turns - 1]
@@ -94,7 +96,7 @@ def _is_terminal(status: str) -> bool:
 
 def project_tool_calls(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
     """Drop in-flight tool_call rows superseded by a later terminal row in the same turn."""
-    # Snapshot-only projection (protocol "Over the wire", original-behaviour §6.6): walk
+    # Snapshot-only projection (protocol "Over the wire", docs/protocol.md §6.6): walk
     # newest→oldest so the nearest earlier in-flight row fills missing metadata first.
     out = list(entries)
     dropped: set[int] = set()
@@ -138,7 +140,7 @@ def _carry_metadata(entry: TranscriptEntry, prior: ToolCallPart) -> TranscriptEn
 
 
 # ---------------------------------------------------------------------------------------------
-# @chat references (original-behaviour §7.2)
+# @chat references (docs/protocol.md §7.2)
 
 
 def _conversation_text(part: Part) -> str:

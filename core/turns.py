@@ -1,6 +1,7 @@
 """Prompt turns: acceptance (prompt row + running revision + turn_started in one commit), the
 supervised turn task (revive, compile, lazy ACP session, prompt), its end, cancel and answers
-to parked permissions (protocol: turn_started, Durable session activity, Permission parking).
+to parked permissions (docs/protocol.md: Events, turn_started; Durable session activity;
+Permission parking).
 
 Longer than ~300 lines on purpose: every path that starts, ends or interrupts a turn is here,
 because the rules between them (one turn per session, a stale owner never ends a newer turn,
@@ -35,23 +36,17 @@ from c2.core.live_agents import LiveAgents
 from c2.core.outcomes import AnswerResult, CancelResult, PromptAccepted
 from c2.core.prompt_compiler import PromptCompiler
 from c2.core.prompts import canonical_text, derive_title, display_text
-from c2.core.protocol import (
+from c2.core.protocol.events import ErrorEvent, Event, SessionTitleChanged, TurnEnded, TurnStarted
+from c2.core.protocol.ops import AnswerPermissionOp, Doc, PromptOp
+from c2.core.protocol.state import (
     AnsweredBy,
-    AnswerPermissionOp,
-    Doc,
-    ErrorEvent,
-    Event,
     FailedState,
     IdleState,
-    PromptOp,
     PromptPart,
     RunningState,
     RunState,
-    SessionTitleChanged,
-    StopReason,
-    TurnEnded,
-    TurnStarted,
 )
+from c2.core.protocol.values import StopReason
 from c2.core.providers import ProviderRegistry
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
@@ -77,7 +72,7 @@ DISCARDED = (
 
 class TurnRunner:
     """Runs prompt turns: one supervised task per turn, which outlives the request that
-    started it (API.md §3); cancels them and answers the permissions parked in them."""
+    started it (docs/api.md §3); cancels them and answers the permissions parked in them."""
 
     def __init__(
         self,
@@ -106,6 +101,8 @@ class TurnRunner:
         self._escalations: set[str] = set()  # turn ids with a cancel deadline running
 
     async def prompt(self, op: PromptOp) -> PromptAccepted:
+        """Start a turn: checks, then the prompt row, the running activity and `turn_started`
+        in one commit; the turn runs in a task of its own."""
         rid = op.request_id
         try:
             live = await self._live.load(op.session, rid)
@@ -160,7 +157,7 @@ class TurnRunner:
 
     async def _accept(self, live: LiveSession, turn: LiveTurn, op: PromptOp) -> int:
         """Commit the canonical prompt, the first running revision, title and turn_started in
-        one transaction (protocol: turn_started); returns the prompt's transcript seq."""
+        one transaction (docs/protocol.md: turn_started); returns the prompt's transcript seq."""
         canonical = canonical_text(op.doc)
         prompt_part = PromptPart(text=canonical, display=display_text(canonical))
         title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
@@ -335,12 +332,15 @@ class TurnRunner:
         return preview.prompt
 
     async def cancel(self, session_id: str) -> CancelResult:
+        """Cancel the running turn: parked permissions answered cancelled, the agent told;
+        `cancelled` is false when no turn runs."""
         live = await self._live.load(session_id)
         async with live.lock:
             turn = live.turn
             if turn is None:
                 return CancelResult(session=session_id, cancelled=False)
-            # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
+            # Drain every parked input (answered cancelled) before the provider cancel
+            # (docs/protocol.md §3.5).
             if turn.parked:
                 resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
                 await commit_activity(self._store, live, turn.state(), after=resolved)

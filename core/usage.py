@@ -9,6 +9,9 @@ Each report updates the turn's ledger row and re-checks the session's budget in 
 transaction as its `usage` event, so the ledger never drifts from the event log and a crossing
 is announced (`budget_exceeded`) exactly once. Acting on a crossing (cancelling the running
 turn) happens after that transaction committed.
+
+Over 300 lines: recording usage, checking budgets and summing reports are one ledger; its
+rule (a crossing is announced once, in the usage event's transaction) spans all three.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from c2.core.errors import (
     SessionNotFoundError,
     StoreUnavailableError,
 )
-from c2.core.protocol import BudgetExceeded, BudgetLimit, BudgetUsed, Cost, provider_wire
+from c2.core.protocol.events import BudgetExceeded, BudgetLimit, BudgetUsed, Cost
+from c2.core.protocol.values import provider_wire
 from c2.core.session import rfc3339, utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.devices import DeviceRepository
@@ -63,6 +67,7 @@ def is_over(budget: Budget, cost: float, tokens: int) -> bool:
 
 
 def limit_of(budget: Budget) -> BudgetLimit:
+    """A budget's limits in wire form."""
     return BudgetLimit(max_cost=budget.max_cost, max_tokens=budget.max_tokens)
 
 
@@ -111,6 +116,8 @@ class UsageStep:
         self.crossing: Crossing | None = None
 
     def __call__(self, uow: UnitOfWork) -> None:
+        """Record the report on the turn's usage row (in the update's transaction) and check
+        the session's budget."""
         self.crossing = None
         if self.turn_id is None:
             return  # a report outside any turn (none is known to happen) is nobody's usage
@@ -133,6 +140,7 @@ class UsageStep:
         self.crossing = check_budget(uow, self._live.id, self.turn_id)
 
     def committed(self, future: asyncio.Future[None]) -> None:
+        """Once the write committed, act on a budget it crossed."""
         if future.cancelled() or future.exception() is not None or self.crossing is None:
             return
         self._ledger.act(self._live, self.crossing)
@@ -323,6 +331,7 @@ def _limits(budget: Budget) -> tuple[float | None, int | None, str]:
 
 
 def budget_wire(budget: Budget) -> dict[str, Any]:
+    """A budget as the budget routes answer it."""
     return {"max_cost": budget.max_cost, "max_tokens": budget.max_tokens, "action": budget.action}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,9 +25,9 @@ from c2.api.server import C2Server, build_server
 from c2.api.services import Services
 from c2.api.settings import Settings
 from c2.core.auth import PairedDevice, create_device
-from c2.core.protocol import ErrorEvent, Event
+from c2.core.protocol.events import ErrorEvent, Event
 from c2.core.scopes import ALL_SCOPES, Scope
-from c2.core.store.database import sqlite_url
+from c2.core.store.database import UnitOfWork, sqlite_url
 
 T = TypeVar("T")
 START_TIMEOUT = 30.0
@@ -93,7 +93,12 @@ class LiveServer:
 
         async def run() -> list[int]:
             before = await store.read(lambda r: r.events.last_seq())
-            await store.write(lambda uow: [uow.emit(ev) for ev in events])
+
+            def emit_all(uow: UnitOfWork) -> None:
+                for ev in events:
+                    uow.emit(ev)
+
+            await store.write(emit_all)
             rows = await store.read(lambda r: r.events.after(before, limit=len(events)))
             return [row.seq for row in rows]
 
@@ -241,8 +246,9 @@ class SSEClient:
 
 
 @pytest.fixture
-async def open_stream() -> AsyncIterator[Callable[..., Awaitable[SSEClient]]]:
-    """`await open_stream(live, headers=…, params=…)` → an SSEClient; all closed at teardown."""
+async def open_stream() -> AsyncIterator[Callable[..., Coroutine[Any, Any, SSEClient]]]:
+    """A stream opener: each call takes a live server (and headers, params, the expected
+    status) and gives an SSEClient; all are closed at teardown."""
     async with AsyncExitStack() as stack:
 
         async def opener(

@@ -1,4 +1,4 @@
-"""Pairing, stream tickets and device management (API.md §2)."""
+"""Pairing, stream tickets and device management (docs/api.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read-only catalogs (API.md §4): worktree baselines for a cwd, providers, skills."""
+"""Read-only catalogs (docs/api.md §4): worktree baselines for a cwd, providers, skills."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`GET /v1/events`: the one SSE stream per client (API.md §6).
+"""`GET /v1/events`: the one SSE stream per client (docs/api.md §6).
 
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`

@@ -1,4 +1,4 @@
-"""Liveness and readiness probes (API.md §0); no auth. (The pairing page is the web client.)"""
+"""Liveness and readiness probes (docs/api.md §0); no auth. (The pairing page is the web client.)"""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ class PushSubscriptionIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     endpoint: str = Field(min_length=1, max_length=2048)
-    expirationTime: float | None = None
+    expirationTime: float | None = None  # noqa: N815 - the browser's own field name
     keys: PushKeys
 
 

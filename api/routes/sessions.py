@@ -1,4 +1,5 @@
-"""Session reads and removals (API.md §4): list, snapshot, delete, worktree, transcript, preview."""
+"""Session reads and removals (docs/api.md §4): list, snapshot, delete, worktree, transcript,
+preview."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from c2.api.openapi import Responses
 from c2.api.schemas import PreviewBody, SessionList
 from c2.api.scopes import needs
 from c2.core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
-from c2.core.protocol import SessionSnapshot
+from c2.core.protocol.state import SessionSnapshot
 from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from c2.api.authn import ServicesDep, current_device
 from c2.api.openapi import Responses
 from c2.api.scopes import needs
-from c2.core.protocol import Timestamp
+from c2.core.protocol.values import Timestamp
 from c2.core.scopes import Scope
 from c2.core.usage import Budget, BudgetAction, GroupBy, parse_since
 

@@ -1,4 +1,4 @@
-"""The `tool_call.agent_input` projection (original-behaviour §3.8).
+"""The `tool_call.agent_input` projection (docs/protocol.md §3.8).
 
 Keeps a small allow-listed, size-bounded set of descriptive string fields, and only when the
 tool call looks like an agent or workflow launch; never an arbitrary tool payload.

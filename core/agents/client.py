@@ -1,10 +1,13 @@
-"""The ACP client side of one agent subprocess: `AgentProcess` (original-behaviour §9.1).
+"""The ACP client side of one agent subprocess: `AgentProcess` (docs/protocol.md §9.1).
 
 Spawns the agent in its own process group, speaks JSON-RPC through the SDK's `Connection`,
 delivers translated updates to the engine's `AgentHandler` in order, and guarantees that a
 dying agent fails the in-flight request promptly (its whole process group ended at once), that
 `close()` leaves no process behind even when cancelled, and that a `ProcessRegistry` hears of
 every spawned group and of its end (so a crashed c2's successor can end what it left).
+
+Over 300 lines: one object's whole life (spawn, initialize, requests, the update pump,
+exit, close); its guarantees above hold only across all of them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from acp.exceptions import RequestError
 from c2.core.agents.port import LaunchSpec, ProcessRegistry
 from c2.core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
 from c2.core.agents.translate import (
-    InvalidParams,
+    InvalidParamsError,
     UpdateTranslator,
     parse_auth_methods,
     parse_config_options,
@@ -44,7 +47,8 @@ from c2.core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from c2.core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption
+from c2.core.protocol.values import StopReason
 
 __all__ = [
     "AcpSessionInfo",
@@ -74,7 +78,8 @@ CLOSE_SESSION_TIMEOUT = 0.5  # session/close is a courtesy before ending the pro
 STDERR_SETTLE = 0.1  # after a failed request, how long its stderr may take to arrive
 AUTH_REQUIRED = -32000  # ACP's "authentication required" JSON-RPC error code
 CLIENT_CAPABILITIES: dict[str, Any] = {
-    "fs": {"readTextFile": False, "writeTextFile": False},  # fs is not offered (§9.1)
+    # fs is not offered (docs/protocol.md §9.1).
+    "fs": {"readTextFile": False, "writeTextFile": False},
     "terminal": False,
 }
 
@@ -161,7 +166,7 @@ class AgentProcess:
         body = result if isinstance(result, dict) else {}
         caps = body.get("agentCapabilities")
         caps = caps if isinstance(caps, dict) else {}
-        # Must be boolean true; "yes" and friends do not count (§9.1).
+        # Must be boolean true; "yes" and friends do not count (docs/protocol.md §9.1).
         self.supports_load_session = caps.get("loadSession") is True
         # sessionCapabilities.{resume,close}: `{}` means supported, absent/null means not.
         session_caps = caps.get("sessionCapabilities")
@@ -442,7 +447,7 @@ class AgentProcess:
             raise RequestError(-32601, f"method not found: {method}", {"method": method})
         try:
             ask = self._translator.permission_ask(params)
-        except InvalidParams as exc:
+        except InvalidParamsError as exc:
             raise RequestError(-32602, f"invalid params: {exc}") from None
         await self._delivered()  # the engine sees the lead-up before the question
         try:

@@ -3,6 +3,9 @@
 Echoes each prompt back with usage, a thought, a plan and a tool call, so `c2 serve` does real
 work with no third-party agent. Lines starting with `/name` run the `do_name` directive instead
 (here only `/permission`; tests/agents/scripted_agent.py adds more). Only ACP frames go to stdout.
+
+Over 300 lines: a whole agent in one file, started as a script (`python -P -m`) with nothing
+beside it but the agent side of ACP (core/agents/agent_side.py).
 """
 
 from __future__ import annotations

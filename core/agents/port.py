@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from c2.core.agents.updates import AcpSessionInfo, AgentHandler
-from c2.core.protocol import AuthMethodInfo, ConfigOption, StopReason
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption
+from c2.core.protocol.values import StopReason
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited = asyncio.Event()
 
     def process_exited(self) -> None:
+        """Mark the process exited (without waiting for its pipes to close)."""
         super().process_exited()
         self.exited.set()
 
@@ -172,7 +173,7 @@ class NdjsonStdio:
     The SDK runs every inbound notification as its own task; taking updates here, inside the
     single receive loop, keeps their order exact and lets a prompt's response be ordered after
     every update that preceded it on the wire. Updates arriving while a `session/load` request is
-    outstanding are flagged as replay (original-behaviour §3.3 step 5).
+    outstanding are flagged as replay (docs/protocol.md §3.3 step 5).
     """
 
     def __init__(

@@ -1,8 +1,11 @@
 """ACP JSON (as received) to domain values: session updates, permission asks, models, options.
 
 Works on raw decoded JSON rather than SDK models so that fields the SDK schema drops (session
-`models`) or coerces (`loadSession: "yes"`) are read exactly as original-behaviour §3.8/§8.4/§9.1
+`models`) or coerces (`loadSession: "yes"`) are read exactly as docs/protocol.md §3.8, §8.4, §9.1
 describe. Pure: no I/O; per-connection state lives in `UpdateTranslator`.
+
+Over 300 lines: one small parser per ACP shape (updates, tool content, usage, models, modes,
+options, auth methods, session info), all pure and read against docs/protocol.md §3.8.
 """
 
 from __future__ import annotations
@@ -26,19 +29,19 @@ from c2.core.agents.updates import (
     TurnUsage,
     UsageUpdate,
 )
-from c2.core.protocol import (
+from c2.core.protocol.events import Cost
+from c2.core.protocol.state import (
     AuthMethodInfo,
     ConfigChoice,
     ConfigOption,
-    Cost,
     ModeChoice,
     ModelChoice,
     ModelsState,
     ModesState,
-    StopReason,
     ToolContent,
     ToolLocation,
 )
+from c2.core.protocol.values import StopReason
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ MAX_CONTENT_ITEMS = 32
 MAX_LOCATIONS = 64
 
 
-class InvalidParams(ValueError):
+class InvalidParamsError(ValueError):
     """An inbound request's params don't have the shape ACP requires."""
 
 
@@ -93,45 +96,48 @@ class UpdateTranslator:
         return (entry[1] or entry[2]) if entry else None
 
     def translate(self, update: object) -> AgentUpdate | None:
-        """Domain form of one `update` object, or None when §3.8 drops it."""
+        """Domain form of one `update` object, or None when docs/protocol.md §3.8 drops it."""
         if not isinstance(update, dict):
             return None
         variant = update.get("sessionUpdate")
         if variant == "agent_message_chunk":
             return self._text_chunk(update)
         if variant == "agent_thought_chunk":
-            text = _text_of(update.get("content"))
-            if not text:  # an empty chunk carries nothing to store or show
-                return None
-            self.start_message()
-            return ThoughtChunk(text=text)
+            return self._thought_chunk(update)
         if variant == "tool_call":
             return self._tool_call(update, is_update=False)
         if variant == "tool_call_update":
             return self._tool_call(update, is_update=True)
         if variant == "plan":
-            entries = update.get("entries")
-            if not isinstance(entries, list):
-                return None
-            self.start_message()
-            return PlanUpdate(
-                entries=[
-                    e["content"]
-                    for e in entries
-                    if isinstance(e, dict) and isinstance(e.get("content"), str)
-                ]
-            )
+            return self._plan(update)
         if variant == "usage_update":
-            used, size = _count(update.get("used")), _count(update.get("size"))
-            if used is None or size is None:
-                return None
-            return UsageUpdate(used=used, size=size, cost=parse_cost(update.get("cost")))
+            return _usage(update)
         if variant == "config_option_update":
             return ConfigOptionsUpdate(options=parse_config_options(update.get("configOptions")))
         if variant == "current_mode_update":
             mode_id = _non_blank(update.get("currentModeId"))
             return ModeUpdate(mode_id=mode_id) if mode_id is not None else None
         return None  # user_message_chunk, available_commands_update, unknown variants
+
+    def _thought_chunk(self, update: dict[str, Any]) -> ThoughtChunk | None:
+        text = _text_of(update.get("content"))
+        if not text:  # an empty chunk carries nothing to store or show
+            return None
+        self.start_message()
+        return ThoughtChunk(text=text)
+
+    def _plan(self, update: dict[str, Any]) -> PlanUpdate | None:
+        entries = update.get("entries")
+        if not isinstance(entries, list):
+            return None
+        self.start_message()
+        return PlanUpdate(
+            entries=[
+                e["content"]
+                for e in entries
+                if isinstance(e, dict) and isinstance(e.get("content"), str)
+            ]
+        )
 
     def _text_chunk(self, update: dict[str, Any]) -> TextChunk | None:
         text = _text_of(update.get("content"))
@@ -179,24 +185,24 @@ class UpdateTranslator:
         )
 
     def permission_ask(self, params: object) -> PermissionAsk:
-        """Domain form of `session/request_permission` params; raises InvalidParams."""
+        """Domain form of `session/request_permission` params; raises InvalidParamsError."""
         if not isinstance(params, dict):
-            raise InvalidParams("params must be an object")
+            raise InvalidParamsError("params must be an object")
         tool_call = params.get("toolCall")
         if not isinstance(tool_call, dict) or _str(tool_call.get("toolCallId")) is None:
-            raise InvalidParams("toolCall.toolCallId is required")
+            raise InvalidParamsError("toolCall.toolCallId is required")
         tool_id: str = tool_call["toolCallId"]
         raw_options = params.get("options")
         if not isinstance(raw_options, list):
-            raise InvalidParams("options must be an array")
+            raise InvalidParamsError("options must be an array")
         options: list[tuple[str, str, str]] = []
         for option in raw_options:
             if not isinstance(option, dict):
-                raise InvalidParams("each option must be an object")
+                raise InvalidParamsError("each option must be an object")
             option_id, name = _str(option.get("optionId")), _str(option.get("name"))
             kind = _str(option.get("kind"))
             if option_id is None or name is None or kind is None:
-                raise InvalidParams("each option needs optionId, name and kind")
+                raise InvalidParamsError("each option needs optionId, name and kind")
             options.append((option_id, name, kind))
         title = (
             _non_blank(tool_call.get("title"))
@@ -341,8 +347,16 @@ def _count(value: object) -> int | None:
     return None
 
 
+def _usage(update: dict[str, Any]) -> UsageUpdate | None:
+    used, size = _count(update.get("used")), _count(update.get("size"))
+    if used is None or size is None:
+        return None
+    return UsageUpdate(used=used, size=size, cost=parse_cost(update.get("cost")))
+
+
 def parse_config_options(raw: object) -> list[ConfigOption]:
-    """Select-type options (a missing type counts as select), grouped choices flattened (§8.4)."""
+    """Select-type options (a missing type counts as select), grouped choices flattened
+    (docs/protocol.md §8.4)."""
     if not isinstance(raw, list):
         return []
     options: list[ConfigOption] = []

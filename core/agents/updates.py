@@ -1,7 +1,7 @@
 """Domain values the ACP client hands to the engine: agent updates, permission asks, errors.
 
 Plain frozen dataclasses, no I/O. The ACP wire shapes never leave core/agents/; the engine only
-sees these (original-behaviour §3.8, §1.9).
+sees these (docs/protocol.md §3.8, §1.9).
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from c2.core.protocol import (
+from c2.core.protocol.events import Cost
+from c2.core.protocol.state import (
     AuthMethodInfo,
     ConfigOption,
-    Cost,
     ModelsState,
     ModesState,
     ToolContent,

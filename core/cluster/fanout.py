@@ -155,6 +155,7 @@ class PeerListener:
         self.ready = asyncio.Event()  # set once the first LISTEN is in place
 
     async def run(self) -> None:
+        """LISTEN until cancelled, reconnecting with back-off after a lost connection."""
         delay = RECONNECT_BACKOFF[0]
         while True:
             try:

@@ -77,6 +77,7 @@ class Membership:
 
     @property
     def heartbeat_interval(self) -> float:
+        """Seconds between lease renewals: a third of the lease, so two may fail in a row."""
         return max(0.05, self.config.lease_seconds / 3)
 
     async def run(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from c2.core.protocol import SessionActivityChanged
+from c2.core.protocol.events import SessionActivityChanged
 from c2.core.queue import FollowUpQueue
 from c2.core.store.cluster import ClusterRepository
 from c2.core.store.database import Store, UnitOfWork

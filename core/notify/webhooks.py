@@ -13,6 +13,9 @@ the same on every retry: receivers deduplicate on it; delivery is at least once)
 attempt (no 2xx in time; redirects are not followed) is retried after about 1, 2, 4, 8 … s
 (±20 % jitter, at most 5 min); DISABLE_AFTER consecutive failures disable the webhook with a
 `webhook_disabled` event, and its pending deliveries wait until it is re-enabled.
+
+Over 300 lines: the routes' service and the delivery worker share the signing, the URL and
+event checks and the retry schedule; the outbox itself is core/store/webhooks.py.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from c2.core.errors import (
     WebhookNotFoundError,
 )
 from c2.core.notify.payloads import WEBHOOK_EVENTS, event_kind
-from c2.core.protocol import WebhookDisabled
+from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
@@ -150,10 +153,12 @@ class WebhookService:
         return await self._store.write(write)
 
     async def all(self) -> list[dict[str, Any]]:
+        """Every webhook (secrets never included)."""
         hooks = await self._store.read(lambda r: WebhookRepository(r.conn).all())
         return [hook.wire() for hook in hooks]
 
     async def get(self, hook_id: str) -> dict[str, Any]:
+        """One webhook; WebhookNotFoundError when there is none."""
         hook = await self._store.read(lambda r: WebhookRepository(r.conn).get(hook_id))
         if hook is None:
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
@@ -173,6 +178,7 @@ class WebhookService:
         return hook.wire()
 
     async def delete(self, hook_id: str) -> None:
+        """Delete a webhook and its delivery log."""
         if not await self._store.write(lambda uow: WebhookRepository(uow.conn).delete(hook_id)):
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
 
@@ -184,6 +190,8 @@ class WebhookService:
         )
 
     async def deliveries(self, hook_id: str, limit: int) -> list[dict[str, Any]]:
+        """A webhook's latest deliveries, newest first."""
+
         def read(r: Any) -> list[dict[str, Any]] | None:
             repo = WebhookRepository(r.conn)
             if repo.get(hook_id) is None:
@@ -224,6 +232,7 @@ class WebhookDispatcher:
             self._wake.set()
 
     async def run(self) -> None:
+        """Deliver pending webhook deliveries with retries and backoff, until cancelled."""
         timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
         limits = httpx.Limits(max_connections=self._concurrency)
         async with httpx.AsyncClient(

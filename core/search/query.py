@@ -46,6 +46,7 @@ class Query:
     none_of: tuple[Term, ...]
 
     def positive_terms(self) -> list[Term]:
+        """Every term a match must contain."""
         return [term for group in self.all_of for term in group]
 
 
@@ -174,6 +175,7 @@ class Matcher:
         self._query = query
 
     def matches(self, text: str) -> bool:
+        """Whether `text` satisfies the query (snippets and the in-memory check)."""
         tokens = tokenize(text)
         positions: dict[str, list[int]] = {}
         for index, token in enumerate(tokens.terms):

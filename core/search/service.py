@@ -25,10 +25,12 @@ _MAX_OFFSET = 10_000
 
 
 def encode_cursor(offset: int) -> str:
+    """The opaque cursor of the page starting at `offset`."""
     return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str | None) -> int:
+    """The offset a cursor names (0 without one); InvalidSearchCursorError if malformed."""
     if cursor is None:
         return 0
     try:
@@ -50,6 +52,7 @@ class SearchService:
     async def search(
         self, q: str | None, session: str | None, limit: int | None, cursor: str | None
     ) -> dict[str, Any]:
+        """`GET /v1/search`: ranked hits with snippets, one page, and the next page's cursor."""
         query = parse(q)
         offset = decode_cursor(cursor)
         size = max(1, min(MAX_LIMIT, limit or DEFAULT_LIMIT))

@@ -90,9 +90,11 @@ class Tokens:
     grams: list[str]  # each character of an unspaced script, alone (one-character queries)
 
     def fts_terms(self) -> str:
+        """The word terms as an FTS5 column value."""
         return " ".join(self.terms)
 
     def fts_grams(self) -> str:
+        """The CJK bigrams as an FTS5 column value."""
         return " ".join(self.grams)
 
     def tsvector(self) -> str:

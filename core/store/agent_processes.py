@@ -18,6 +18,8 @@ _PROCS = AgentProcessRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True)
 class AgentProcessRecord:
+    """An agent process c2 started: enough to find it again after a crash."""
+
     pid: int
     pgid: int
     start_time: int
@@ -27,6 +29,8 @@ class AgentProcessRecord:
 
 
 class AgentProcessRepository:
+    """The agent processes recorded as running."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 

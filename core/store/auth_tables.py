@@ -1,4 +1,4 @@
-"""Tables of device auth (API.md §2): paired devices, pairing tokens, stream tickets.
+"""Tables of device auth (docs/api.md §2): paired devices, pairing tokens, stream tickets.
 
 Secrets are never stored: every credential column holds the sha256 hex digest of the secret.
 Every schema change here needs an Alembic revision in migrations/versions/.

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert
 
-from c2.core.protocol import Event
+from c2.core.protocol.events import Event
 from c2.core.session import utcnow
 from c2.core.store.search import SearchOp, SearchState, index_ops
 from c2.core.store.tables import EventRow, PartRow
@@ -36,6 +36,8 @@ PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
 
 @dataclass
 class WriteBuffer:
+    """One batch's rows, events and index steps, inserted together before COMMIT."""
+
     parts: list[PartRowValues] = field(default_factory=list)
     events: list[tuple[str | None, str]] = field(default_factory=list)  # session_id, payload
     search: list[SearchOp] = field(default_factory=list)  # index steps, in row order
@@ -46,6 +48,7 @@ class WriteBuffer:
     notify: list[tuple[int, Event]] = field(default_factory=list)
 
     def add_part(self, row: PartRowValues) -> None:
+        """Queue one transcript row."""
         self.parts.append(row)
 
     def add_event(self, session: str | None, payload: str, notify: Event | None = None) -> int:

@@ -18,6 +18,8 @@ from sqlmodel import Field, SQLModel
 
 
 class ClusterInstanceRow(SQLModel, table=True):
+    """One live (or not yet expired) cluster member and its lease."""
+
     __tablename__ = "cluster_instances"
 
     id: str = Field(primary_key=True, max_length=64)
@@ -28,6 +30,8 @@ class ClusterInstanceRow(SQLModel, table=True):
 
 
 class ClusterSettingRow(SQLModel, table=True):
+    """A cluster-wide setting (the cluster key)."""
+
     __tablename__ = "cluster_settings"
 
     name: str = Field(primary_key=True, max_length=32)
@@ -73,6 +77,8 @@ def notify_members(conn: Connection, message: str) -> None:
 
 @dataclass(frozen=True)
 class Instance:
+    """A member as `GET /v1/instances` lists it."""
+
     id: str
     url: str
     started_at: datetime
@@ -85,6 +91,8 @@ def _utc(moment: datetime) -> datetime:
 
 
 class ClusterRepository:
+    """Members, leases and cluster settings on one connection."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -98,6 +106,7 @@ class ClusterRepository:
         return bool(done.rowcount)
 
     def leave(self, instance_id: str) -> None:
+        """Remove the member's row (a clean shutdown)."""
         self._conn.execute(delete(_INSTANCES).where(_INSTANCES.c.id == instance_id))
 
     def live(self) -> list[Instance]:
@@ -114,6 +123,7 @@ class ClusterRepository:
         return bool(done.rowcount)
 
     def is_live(self, instance_id: str) -> bool:
+        """Whether the member's lease has not expired (by the database's clock)."""
         return self._conn.execute(_IS_LIVE, {"id": instance_id}).first() is not None
 
     def expired(self) -> list[str]:

@@ -9,6 +9,9 @@ writer numbers each batch's events under the sequence lock of core/store/events.
 (`claim_sequences`) instead of its own counter, so the sequence stays strictly increasing in
 commit order across every instance. The single-writer path keeps its counter (no lock, no
 max() per batch).
+
+Over 300 lines: one concurrency design (the single writer thread, group commit, its retry
+loop and the settling of every job), which is only checkable read as a whole.
 """
 
 from __future__ import annotations
@@ -31,17 +34,16 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from c2.core.notify.payloads import WEBHOOK_EVENTS
-from c2.core.protocol import Event
+from c2.core.protocol.events import Event
 from c2.core.store.agent_processes import AgentProcessRepository
 from c2.core.store.buffer import WriteBuffer
 from c2.core.store.events import (
     CommittedEvent,
     EventLog,
     claim_sequences,
-    encode_event,
     notify_position,
 )
-from c2.core.store.faults import StoreUnavailableError, describe, is_transient
+from c2.core.store.faults import StoreWriteError, describe, is_transient
 from c2.core.store.idempotency import IdempotencyRepository
 from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
@@ -91,7 +93,7 @@ class UnitOfWork:
     def emit(self, ev: Event) -> None:
         """Append `ev` to the event log in this transaction, with the webhook deliveries it
         needs (the outbox: committed, or not, together with the event)."""
-        payload = encode_event(ev)
+        payload = ev.encode()
         notify = ev if ev.event in WEBHOOK_EVENTS else None
         if self._buffer is None:
             committed = self.events.append_encoded(ev.session, payload)
@@ -179,7 +181,7 @@ class Store:
     The writer survives database trouble: a write the database cannot take right now (lost
     connection, lock held elsewhere, full or read-only disk) is rolled back and retried on a
     new connection with back-off, until it commits or its deadline passes; only then does it
-    fail, with StoreUnavailableError naming the cause. Meanwhile `unavailable()` says why the
+    fail, with StoreWriteError naming the cause. Meanwhile `unavailable()` says why the
     store cannot commit (readiness). With `exclusive`, every writer connection first takes the
     database's owner lock (PostgreSQL; see ownership.py), in shared mode for a `cluster`
     member.
@@ -292,12 +294,12 @@ class Store:
         order, so a producer may stream writes and await only the last one (group commit).
 
         A write the database cannot take is retried for `retry_seconds` (the store's unless
-        given), then fails with StoreUnavailableError; a `patient` write is retried until the
+        given), then fails with StoreWriteError; a `patient` write is retried until the
         store closes (a state that must land, such as the end of a turn)."""
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         if not self._writer.is_alive():
-            raise StoreUnavailableError("the store writer is not running")
+            raise StoreWriteError("the store writer is not running")
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
@@ -371,9 +373,15 @@ class Store:
                 with contextlib.suppress(Exception):
                     conn.close()
 
-    def _commit(self, conn: Connection | None, batch: list[_Job[Any]]) -> Connection | None:
+    def _commit(  # noqa: C901
+        self, conn: Connection | None, batch: list[_Job[Any]]
+    ) -> Connection | None:
         """Commit `batch` in order, one transaction (group commit); settle every job as
-        committed or failed. Returns the writer's connection (None while it has none)."""
+        committed or failed. Returns the writer's connection (None while it has none).
+
+        One retry loop, kept whole (hence its complexity): its outcomes, a commit whose
+        result is unknown, a transient failure retried, a write's own failure replayed job by
+        job, are easier to check against each other in one place than across helpers."""
         pending = batch
         delay = RETRY_BACKOFF[0]
         # A COMMIT whose outcome is unknown: its first seq, event payloads and the counters
@@ -482,7 +490,7 @@ class Store:
             expired = [job for job in pending if closing or job.deadline <= now]
         if expired:
             reason = "the store is closing" if closing else "gave up retrying"
-            self._fail(expired, StoreUnavailableError(f"{self._failing}; {reason}"))
+            self._fail(expired, StoreWriteError(f"{self._failing}; {reason}"))
             pending = [job for job in pending if job not in expired]
         if pending:
             self._closing.wait(delay)
@@ -566,9 +574,11 @@ class Store:
         return await loop.run_in_executor(self._readers, self.read_sync, fn)
 
     def read_sync(self, fn: Callable[[ReadUnit], T]) -> T:
+        """Run `fn` in a read transaction on the calling thread (start-up and tools)."""
         with self._reader_engine.connect() as conn, conn.begin():
             return fn(ReadUnit(conn))
 
 
 def sqlite_url(home: Path) -> str:
+    """The URL of the home's SQLite database."""
     return f"sqlite:///{home / 'c2.db'}"

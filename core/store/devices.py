@@ -7,39 +7,34 @@ Redeeming a token or ticket is a conditional write, atomic under the single writ
 from __future__ import annotations
 
 import hmac
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from c2.core.devices import Device as Device  # re-exported: defined in core, mapped here
 from c2.core.scopes import Scope, parse_scopes, scopes_text
 from c2.core.store.auth_tables import DeviceRow, PairingTokenRow, StreamTicketRow
+from c2.core.store.tables import aware
 
 _DEVICES = DeviceRow.__table__  # type: ignore[attr-defined]
 _TOKENS = PairingTokenRow.__table__  # type: ignore[attr-defined]
 _TICKETS = StreamTicketRow.__table__  # type: ignore[attr-defined]
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
-
-
 def _device(row: object) -> Device:
-    created = _aware(row.created_at)  # type: ignore[attr-defined]
-    assert created is not None
+    last_seen = row.last_seen  # type: ignore[attr-defined]
     return Device(
         id=row.id,  # type: ignore[attr-defined]
         name=row.name,  # type: ignore[attr-defined]
-        created_at=created,
-        last_seen=_aware(row.last_seen),  # type: ignore[attr-defined]
+        created_at=aware(row.created_at),  # type: ignore[attr-defined]
+        last_seen=aware(last_seen) if last_seen is not None else None,
         scopes=parse_scopes(row.scopes),  # type: ignore[attr-defined]
     )
 
 
 class DeviceRepository:
+    """Devices, pairing tokens and stream tickets."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -53,6 +48,7 @@ class DeviceRepository:
         now: datetime,
         scopes: frozenset[Scope],
     ) -> Device:
+        """Insert a device with its bearer's hash."""
         self._conn.execute(
             insert(_DEVICES).values(
                 id=device_id,
@@ -75,10 +71,12 @@ class DeviceRepository:
         return _device(row)
 
     def get(self, device_id: str) -> Device | None:
+        """A device by id, None when unknown."""
         row = self._conn.execute(select(_DEVICES).where(_DEVICES.c.id == device_id)).first()
         return _device(row) if row is not None else None
 
     def all(self) -> list[Device]:
+        """Every device, oldest first."""
         rows = self._conn.execute(
             select(_DEVICES).order_by(_DEVICES.c.created_at, _DEVICES.c.id)
         ).all()
@@ -107,6 +105,7 @@ class DeviceRepository:
     def add_pairing_token(
         self, token_hash: str, now: datetime, expires_at: datetime, scopes: frozenset[Scope]
     ) -> None:
+        """Insert a pairing token's hash with its lifetime and the scopes it grants."""
         self._conn.execute(
             insert(_TOKENS).values(
                 token_hash=token_hash,
@@ -139,6 +138,7 @@ class DeviceRepository:
     # -- stream tickets ------------------------------------------------------------------------
 
     def add_ticket(self, ticket_hash: str, device_id: str, expires_at: datetime) -> None:
+        """Insert a stream ticket's hash for `device_id`."""
         self._conn.execute(
             insert(_TICKETS).values(
                 ticket_hash=ticket_hash, device_id=device_id, expires_at=expires_at
@@ -153,8 +153,7 @@ class DeviceRepository:
         if row is None or not hmac.compare_digest(row.ticket_hash, ticket_hash):
             return None
         self._conn.execute(delete(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash))
-        expires_at = _aware(row.expires_at)
-        if expires_at is None or expires_at <= now:
+        if row.expires_at is None or aware(row.expires_at) <= now:
             return None
         return self.get(row.device_id)
 

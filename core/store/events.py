@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, delete, func, insert, select, text
 
-from c2.core.protocol import Event
 from c2.core.session import utcnow
 from c2.core.store.tables import EventRow
 
@@ -53,6 +52,8 @@ def claim_sequences(conn: Connection) -> int:
 
 @dataclass(frozen=True, slots=True)
 class CommittedEvent:
+    """An event as committed: its seq, session and wire JSON."""
+
     seq: int
     session: str | None
     payload: str  # wire JSON of the Event
@@ -60,15 +61,15 @@ class CommittedEvent:
 
 @dataclass(frozen=True, slots=True)
 class LogBounds:
+    """The oldest and newest seq the log holds."""
+
     first: int | None  # oldest retained seq
     last: int  # newest seq, 0 when the log is empty
 
 
-def encode_event(ev: Event) -> str:
-    return ev.encode()
-
-
 class EventLog:
+    """The append-only event log on one connection."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -83,10 +84,12 @@ class EventLog:
         return CommittedEvent(seq=seq, session=session, payload=payload)
 
     def bounds(self) -> LogBounds:
+        """The oldest and newest seq retained."""
         row = self._conn.execute(select(func.min(_EVENTS.c.seq), func.max(_EVENTS.c.seq))).one()
         return LogBounds(first=row[0], last=row[1] or 0)
 
     def last_seq(self) -> int:
+        """The newest seq, 0 when the log is empty."""
         return int(self._conn.execute(select(func.max(_EVENTS.c.seq))).scalar() or 0)
 
     def payloads_between(self, first: int, last: int) -> list[str]:

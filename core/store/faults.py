@@ -14,14 +14,14 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from c2.core.store.ownership import OwnershipError
 
 
-class StoreUnavailableError(Exception):
+class StoreWriteError(Exception):
     """A write could not be committed: the database stayed unreachable, unwritable or owned by
     another c2 for longer than the write could wait, or the store was closing."""
 
 
 def is_transient(exc: BaseException) -> bool:
     """The failure may go away with time or a new connection (retry), else it is the write's."""
-    if isinstance(exc, OwnershipError | StoreUnavailableError):
+    if isinstance(exc, OwnershipError | StoreWriteError):
         return True
     if isinstance(exc, sqlite3.OperationalError | sqlite3.InterfaceError):
         return True  # raised by the bulk-insert path, which bypasses SQLAlchemy

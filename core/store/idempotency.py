@@ -1,4 +1,4 @@
-"""Idempotency records: the first outcome of an op per (device, request_id) (API.md §1).
+"""Idempotency records: the first outcome of an op per (device, request_id) (docs/api.md §1).
 
 In a cluster a record is first inserted as a claim (status 0, PENDING, naming the claimant)
 before the op runs, so a duplicate arriving at another member finds it and waits for the
@@ -24,6 +24,8 @@ PENDING = 0  # the status of a claim whose op still runs
 
 @dataclass(frozen=True)
 class IdempotencyRecord:
+    """A kept reply: the op's fingerprint, the reply's status and body, when."""
+
     op_hash: str
     status: int
     body_json: str
@@ -32,6 +34,8 @@ class IdempotencyRecord:
 
 
 class IdempotencyRepository:
+    """Kept replies by (device, request_id)."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -117,6 +121,7 @@ class IdempotencyRepository:
         )
 
     def put(self, device_id: str, request_id: str, op_hash: str, status: int, body: str) -> None:
+        """Keep a reply (replacing an expired one of the same key)."""
         self._conn.execute(
             delete(_IDEM).where(_IDEM.c.device_id == device_id, _IDEM.c.request_id == request_id)
         )
@@ -132,5 +137,6 @@ class IdempotencyRepository:
         )
 
     def prune(self) -> int:
+        """Delete replies past the retention; how many."""
         result = self._conn.execute(delete(_IDEM).where(_IDEM.c.created_at < utcnow() - RETENTION))
         return int(result.rowcount or 0)

@@ -67,6 +67,7 @@ class HomeLock:
         self.home, self._fd, self._users = home, fd, 1
 
     def release(self) -> None:
+        """Release this user's hold; the last one releases the lock."""
         with _HELD_LOCK:
             self._users -= 1
             if self._users > 0:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
-from c2.core.protocol import PART_ADAPTER, Part, TranscriptEntry
+from c2.core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
 from c2.core.store.buffer import WriteBuffer
 from c2.core.store.search import SearchWriter
 from c2.core.store.tables import PartRow
@@ -28,6 +28,8 @@ def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
 
 
 class PartRepository:
+    """A session's transcript rows, by seq."""
+
     def __init__(
         self,
         conn: Connection,
@@ -46,6 +48,7 @@ class PartRepository:
         self.prior: dict[str, int | None] = {}
 
     def next_seq(self, session_id: str) -> int:
+        """The seq the session's next row takes."""
         if self._next_seqs is not None and session_id in self._next_seqs:
             return self._next_seqs[session_id]
         top = self.max_seq(session_id)
@@ -72,6 +75,7 @@ class PartRepository:
         return seq
 
     def max_seq(self, session_id: str) -> int | None:
+        """The session's newest seq, None without rows."""
         top = self._conn.execute(_MAX_SEQ, {"sid": session_id}).scalar()
         return None if top is None else int(top)
 
@@ -85,12 +89,14 @@ class PartRepository:
         return int(count or 0)
 
     def min_seq(self, session_id: str) -> int | None:
+        """The session's oldest seq, None without rows."""
         low = self._conn.execute(
             select(func.min(_PARTS.c.seq)).where(_PARTS.c.session_id == session_id)
         ).scalar()
         return None if low is None else int(low)
 
     def role_of(self, session_id: str, seq: int) -> Role | None:
+        """The role of row `seq`, None when there is no such row."""
         role = self._conn.execute(
             select(_PARTS.c.role).where(_PARTS.c.session_id == session_id, _PARTS.c.seq == seq)
         ).scalar()

@@ -17,6 +17,8 @@ from sqlmodel import Field, SQLModel
 
 
 class QueueItemRow(SQLModel, table=True):
+    """A waiting prompt of a session's queue."""
+
     __tablename__ = "queue_items"
 
     id: str = Field(primary_key=True, max_length=64)
@@ -30,6 +32,8 @@ class QueueItemRow(SQLModel, table=True):
 
 
 class QueueStateRow(SQLModel, table=True):
+    """A paused queue: why, since when."""
+
     __tablename__ = "queue_state"
 
     session_id: str = Field(primary_key=True, max_length=64)
@@ -43,6 +47,8 @@ _STATE = QueueStateRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True)
 class StoredItem:
+    """A waiting prompt as stored (its doc as JSON)."""
+
     id: str
     session: str
     position: int
@@ -51,10 +57,13 @@ class StoredItem:
 
 
 class QueueRepository:
+    """Sessions' queues: waiting items in order, and their pauses."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     def items(self, session: str) -> list[StoredItem]:
+        """The session's waiting items, in order."""
         rows = self._conn.execute(
             select(_ITEMS).where(_ITEMS.c.session_id == session).order_by(_ITEMS.c.position)
         ).all()
@@ -63,6 +72,7 @@ class QueueRepository:
     def append(
         self, item_id: str, session: str, doc_json: str, request_id: str | None, now: datetime
     ) -> None:
+        """Append an item at the end of the session's queue."""
         top = self._conn.execute(
             select(func.max(_ITEMS.c.position)).where(_ITEMS.c.session_id == session)
         ).scalar()
@@ -96,6 +106,7 @@ class QueueRepository:
         )
 
     def replace_doc(self, session: str, item_id: str, doc_json: str) -> bool:
+        """Replace a waiting item's doc; False when it is not waiting."""
         done = self._conn.execute(
             sql_update(_ITEMS)
             .where(_ITEMS.c.session_id == session, _ITEMS.c.id == item_id)
@@ -104,6 +115,7 @@ class QueueRepository:
         return done.rowcount > 0
 
     def remove(self, session: str, item_id: str) -> bool:
+        """Remove a waiting item; False when it is not waiting."""
         done = self._conn.execute(
             delete(_ITEMS).where(_ITEMS.c.session_id == session, _ITEMS.c.id == item_id)
         )
@@ -117,18 +129,22 @@ class QueueRepository:
         return None if reason is None else str(reason)
 
     def pause(self, session: str, reason: str, now: datetime) -> None:
+        """Pause the session's queue for `reason`."""
         self._conn.execute(delete(_STATE).where(_STATE.c.session_id == session))
         self._conn.execute(
             sql_insert(_STATE).values(session_id=session, reason=reason, paused_at=now)
         )
 
     def resume(self, session: str) -> None:
+        """Unpause the session's queue."""
         self._conn.execute(delete(_STATE).where(_STATE.c.session_id == session))
 
     def sessions_with_items(self) -> list[str]:
+        """The sessions whose queues hold items."""
         rows = self._conn.execute(select(_ITEMS.c.session_id).distinct()).all()
         return [str(r[0]) for r in rows]
 
     def forget(self, session: str) -> None:
+        """Drop the session's items and pause."""
         self._conn.execute(delete(_ITEMS).where(_ITEMS.c.session_id == session))
         self._conn.execute(delete(_STATE).where(_STATE.c.session_id == session))

@@ -14,6 +14,9 @@ in memory (core/search/service.py); at most one message per session is open, and
 its turn runs (or until the session's next row, after a crash). Everything here runs in the
 writer's transaction, after the batch's rows are inserted, so the index never drifts from
 the transcript.
+
+Over 300 lines: SQLite FTS5 and PostgreSQL statements side by side (each next to its twin),
+the writer's open-message state, and the reads of the same tables.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
-from c2.core.protocol import PART_ADAPTER, Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
+from c2.core.protocol.state import (
+    PART_ADAPTER,
+    Part,
+    PromptPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+)
 from c2.core.search.tokens import tokenize
 
 # A message longer than this is indexed as several documents (cut between chunks), which
@@ -117,11 +127,13 @@ class DocWriter:
         self._deferred: list[dict[str, Any]] = []
 
     def flush(self) -> None:
+        """Send the deferred inserts (PostgreSQL: one executemany)."""
         if self._deferred:
             self._sql.many(_PG_INSERT, self._deferred)
             self._deferred = []
 
     def insert(self, session: str, seq: int | None, kind: str, key: str | None, body: str) -> None:
+        """Index one document (nothing when its body holds no term)."""
         tokens = tokenize(body)
         if not tokens.terms:
             return  # nothing a query could find
@@ -147,6 +159,7 @@ class DocWriter:
             self._sql.run(_PG_INSERT, values | {"tsv": tokens.tsvector()})
 
     def delete(self, doc_id: int, session: str, body: str) -> None:
+        """Remove a document from the index."""
         if self._sql.sqlite:
             # A contentless FTS5 row is removed by restating what it indexed.
             tokens = tokenize(body)
@@ -172,6 +185,7 @@ class DocWriter:
         return None if not rows else (int(rows[0][0]), rows[0][1], str(rows[0][2]))
 
     def move(self, doc_id: int, seq: int) -> None:
+        """Point a document at another transcript row."""
         self._sql.run("UPDATE search_docs SET seq = :q WHERE id = :id", {"q": seq, "id": doc_id})
 
     def set_title(self, session: str, title: str) -> None:
@@ -193,6 +207,7 @@ class SearchWriter:
         self._queued = queued
 
     def row(self, session: str, seq: int, role: str, part: Part) -> None:
+        """Index a new transcript row (text parts join their message's document)."""
         self._step((session, seq, role, part))
 
     def turn_ended(self, session: str) -> None:
@@ -200,6 +215,7 @@ class SearchWriter:
         self._step((session, None, None, None))
 
     def title(self, session: str, title: str) -> None:
+        """Replace the session's title document."""
         DocWriter(self._conn).set_title(session, title)
 
     def _step(self, op: SearchOp) -> None:
@@ -381,6 +397,8 @@ def reindex_session(conn: Connection, session: str, title: str, batch: int = 200
 
 @dataclass(frozen=True, slots=True)
 class Doc:
+    """A matching document: its session, row (None: the title), kind and body."""
+
     session: str
     seq: int | None
     kind: str

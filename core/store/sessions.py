@@ -1,107 +1,99 @@
 """Session repository: maps `sessions` rows to `SessionRecord` and back.
 
 Activity writes are revision-aware (compare-and-set on the stored revision) so a stale writer
-can never roll a session's activity backwards (protocol: Durable session activity).
+can never roll a session's activity backwards (docs/protocol.md: Durable session activity).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, insert, select, update
 
+from c2.core.activity import INTERRUPTED
 from c2.core.mcp_servers import dump_mcp_servers, parse_mcp_servers
-from c2.core.protocol import (
+from c2.core.protocol.state import (
     ConfigOption,
     ContextWindow,
-    ExecutionPolicy,
     FailedState,
     ForkedFrom,
     ModelsState,
     ModesState,
     SessionActivity,
-    WorktreeBaseline,
 )
+from c2.core.protocol.values import ExecutionPolicy, WorktreeBaseline
 from c2.core.session import SessionRecord
 from c2.core.store.search import SearchWriter
-from c2.core.store.tables import SessionRow
+from c2.core.store.tables import SessionRow, aware
 
 _SESSIONS = SessionRow.__table__  # type: ignore[attr-defined]
-_CONFIG_OPTIONS = TypeAdapter(list[ConfigOption])
 # Activity states in which no turn runs: the session's open message is complete.
 _TURN_OVER = frozenset({"idle", "failed"})
-INTERRUPTED_MESSAGE = "C2 stopped before the turn finished"
-# SessionRecord field -> the columns that store it.
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "title": ("title", "title_origin"),
-    "model": ("model",),
+
+# How each SessionRecord field is stored, spelled once: a column of its own name, JSON in
+# `<name>_json` (absent: the record's default), or by hand in `_SPECIAL` (its columns).
+_PLAIN = (
+    "id",
+    "provider",
+    "title",
+    "title_origin",
+    "model",
+    "cwd",
+    "project_path",
+    "worktree_path",
+    "worktree_discarded",
+    "acp_session_id",
+    "archived",
+    "owner",
+    "created_at",
+    "updated_at",
+)
+_JSON: dict[str, TypeAdapter[Any]] = {
+    "worktree_baseline": TypeAdapter(WorktreeBaseline),
+    "worktree_identity": TypeAdapter(dict[str, Any]),
+    "activity": TypeAdapter(SessionActivity),  # older rows without it: revision 0, idle
+    "models": TypeAdapter(ModelsState),
+    "config_options": TypeAdapter(list[ConfigOption]),
+    "context_window": TypeAdapter(ContextWindow),
+    "modes": TypeAdapter(ModesState),
+}
+_SPECIAL: dict[str, tuple[str, ...]] = {
     "policy": ("permission_mode", "sandbox_policy"),
-    "activity": ("activity_json",),
-    "acp_session_id": ("acp_session_id",),
-    "models": ("models_json",),
-    "config_options": ("config_options_json",),
-    "context_window": ("context_window_json",),
-    "modes": ("modes_json",),
-    "archived": ("archived",),
-    "worktree_discarded": ("worktree_discarded",),
-    "owner": ("owner",),
+    "mcp_servers": ("mcp_servers_json",),
     "forked_from": ("lineage_json",),
     "prime": ("lineage_json",),
 }
+_FIELDS = tuple(f.name for f in dataclasses.fields(SessionRecord))
+if sorted(_FIELDS) != sorted([*_PLAIN, *_JSON, *_SPECIAL]):
+    raise TypeError("every SessionRecord field is stored in exactly one way")
+# An update of these fields writes those with them (a title carries its origin).
+_WRITTEN_WITH = {"title": ("title", "title_origin")}
 
 
 class ActivityConflictError(Exception):
     """The stored activity revision is not the one the writer expected."""
 
 
-def _dump(model: Any) -> str | None:
-    if model is None:
-        return None
-    if isinstance(model, list):
-        return json.dumps([m.model_dump(mode="json") for m in model])
-    if isinstance(model, dict):
-        return json.dumps(model)
-    return str(model.model_dump_json())
-
-
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _to_row(rec: SessionRecord) -> dict[str, Any]:
-    return {
-        "id": rec.id,
-        "provider": rec.provider,
-        "title": rec.title,
-        "title_origin": rec.title_origin,
-        "model": rec.model,
-        "cwd": rec.cwd,
-        "project_path": rec.project_path,
-        "worktree_path": rec.worktree_path,
-        "worktree_baseline_json": _dump(rec.worktree_baseline),
-        "worktree_identity_json": _dump(rec.worktree_identity),
-        "worktree_discarded": rec.worktree_discarded,
-        "permission_mode": rec.policy.mode.value,
-        "sandbox_policy": rec.policy.sandbox.value,
-        "activity_json": _dump(rec.activity),
-        "acp_session_id": rec.acp_session_id,
-        "models_json": _dump(rec.models),
-        "config_options_json": _dump(rec.config_options),
-        "context_window_json": _dump(rec.context_window),
-        "modes_json": _dump(rec.modes),
-        "mcp_servers_json": (
-            json.dumps(dump_mcp_servers(rec.mcp_servers)) if rec.mcp_servers else None
-        ),
-        "lineage_json": _lineage(rec),
-        "archived": rec.archived,
-        "owner": rec.owner,
-        "created_at": rec.created_at,
-        "updated_at": rec.updated_at,
-    }
+def _to_row(rec: SessionRecord, fields: Iterable[str] = _FIELDS) -> dict[str, Any]:
+    """The columns storing `fields` of `rec` (all of them by default)."""
+    row: dict[str, Any] = {}
+    for name in fields:
+        value = getattr(rec, name)
+        if name in _JSON:
+            row[f"{name}_json"] = None if value is None else _JSON[name].dump_json(value).decode()
+        elif name == "policy":
+            row["permission_mode"], row["sandbox_policy"] = value.mode.value, value.sandbox.value
+        elif name == "mcp_servers":
+            row["mcp_servers_json"] = json.dumps(dump_mcp_servers(value)) if value else None
+        elif name in ("forked_from", "prime"):
+            row["lineage_json"] = _lineage(rec)
+        else:
+            row[name] = value
+    return row
 
 
 def _lineage(rec: SessionRecord) -> str | None:
@@ -111,58 +103,29 @@ def _lineage(rec: SessionRecord) -> str | None:
 
 
 def _from_row(row: Any) -> SessionRecord:
-    lineage = json.loads(row.lineage_json) if row.lineage_json else None
-    return SessionRecord(
-        forked_from=ForkedFrom.model_validate(lineage) if lineage else None,
-        prime=bool(lineage and lineage.get("prime")),
-        id=row.id,
-        provider=row.provider,
-        title=row.title,
-        title_origin=row.title_origin,
-        model=row.model,
-        cwd=row.cwd,
-        project_path=row.project_path,
-        worktree_path=row.worktree_path,
-        worktree_baseline=(
-            WorktreeBaseline.model_validate_json(row.worktree_baseline_json)
-            if row.worktree_baseline_json
-            else None
-        ),
-        worktree_identity=(
-            json.loads(row.worktree_identity_json) if row.worktree_identity_json else None
-        ),
-        worktree_discarded=bool(row.worktree_discarded),
-        policy=ExecutionPolicy(mode=row.permission_mode, sandbox=row.sandbox_policy),
-        # Older rows without activity read as revision 0 + idle (protocol).
-        activity=(
-            SessionActivity.model_validate_json(row.activity_json)
-            if row.activity_json
-            else SessionActivity()
-        ),
-        acp_session_id=row.acp_session_id,
-        models=ModelsState.model_validate_json(row.models_json) if row.models_json else None,
-        config_options=(
-            _CONFIG_OPTIONS.validate_json(row.config_options_json)
-            if row.config_options_json
-            else []
-        ),
-        context_window=(
-            ContextWindow.model_validate_json(row.context_window_json)
-            if row.context_window_json
-            else None
-        ),
-        modes=ModesState.model_validate_json(row.modes_json) if row.modes_json else None,
-        mcp_servers=(
-            parse_mcp_servers(json.loads(row.mcp_servers_json)) if row.mcp_servers_json else ()
-        ),
-        archived=bool(row.archived),
-        owner=row.owner,
-        created_at=_aware(row.created_at),
-        updated_at=_aware(row.updated_at),
+    fields: dict[str, Any] = {name: getattr(row, name) for name in _PLAIN}
+    fields["created_at"], fields["updated_at"] = aware(row.created_at), aware(row.updated_at)
+    fields["worktree_discarded"], fields["archived"] = (
+        bool(row.worktree_discarded),
+        bool(row.archived),
     )
+    for name, adapter in _JSON.items():
+        stored = getattr(row, f"{name}_json")
+        if stored:
+            fields[name] = adapter.validate_json(stored)
+    fields["policy"] = ExecutionPolicy(mode=row.permission_mode, sandbox=row.sandbox_policy)
+    if row.mcp_servers_json:
+        fields["mcp_servers"] = parse_mcp_servers(json.loads(row.mcp_servers_json))
+    lineage = json.loads(row.lineage_json) if row.lineage_json else None
+    if lineage:
+        fields["forked_from"] = ForkedFrom.model_validate(lineage)
+        fields["prime"] = bool(lineage.get("prime"))
+    return SessionRecord(**fields)
 
 
 class SessionRepository:
+    """Sessions as records; writers also keep the search index's titles."""
+
     def __init__(self, conn: Connection, search: SearchWriter | None = None) -> None:
         self._conn = conn
         # The search index (writers only): titles, and the end of a turn completes the
@@ -178,10 +141,12 @@ class SessionRepository:
             self._search.turn_ended(rec.id)
 
     def insert(self, rec: SessionRecord) -> None:
+        """Insert a new session."""
         self._conn.execute(insert(_SESSIONS).values(**_to_row(rec)))
         self._indexed(rec, None)
 
     def get(self, session_id: str) -> SessionRecord | None:
+        """A session by id (archived ones too), None when unknown."""
         row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
         return _from_row(row) if row is not None else None
 
@@ -220,11 +185,8 @@ class SessionRepository:
                     f"session activity revision conflict for {rec.id}: "
                     f"expected {expected_revision}, found {stored}"
                 )
-        row = _to_row(rec)
-        values = {"updated_at": rec.updated_at}
-        for name in fields:
-            for column in _COLUMNS[name]:
-                values[column] = row[column]
+        written = [name for field in fields for name in _WRITTEN_WITH.get(field, (field,))]
+        values = _to_row(rec, written) | {"updated_at": rec.updated_at}
         result = self._conn.execute(
             update(_SESSIONS).where(_SESSIONS.c.id == rec.id).values(**values)
         )
@@ -243,6 +205,7 @@ class SessionRepository:
         return bool(done.rowcount)
 
     def stored_revision(self, session_id: str) -> int | None:
+        """The stored activity revision, None for an unknown session."""
         raw = self._conn.execute(
             select(_SESSIONS.c.activity_json).where(_SESSIONS.c.id == session_id)
         ).scalar()
@@ -281,7 +244,7 @@ class SessionRepository:
                     state=FailedState(
                         turn_id=getattr(state, "turn_id", None),
                         reason="interrupted",
-                        message=INTERRUPTED_MESSAGE,
+                        message=INTERRUPTED,
                     ),
                 )
             )

@@ -4,7 +4,7 @@ models. Every schema change here needs an Alembic revision in migrations/version
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, Column, DateTime, Index, Integer, Text
 from sqlmodel import Field, SQLModel
@@ -14,7 +14,14 @@ from sqlmodel import Field, SQLModel
 BigIntKey = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def aware(moment: datetime) -> datetime:
+    """A stored moment as UTC: SQLite hands back naive datetimes; everything stored is UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 class SessionRow(SQLModel, table=True):
+    """One session; core/store/sessions.py maps it to a SessionRecord."""
+
     __tablename__ = "sessions"
 
     id: str = Field(primary_key=True, max_length=64)
@@ -51,7 +58,7 @@ class SessionRow(SQLModel, table=True):
 
 
 class PartRow(SQLModel, table=True):
-    """One transcript row; `seq` is per session, contiguous from 0 (original-behaviour §6.2)."""
+    """One transcript row; `seq` is per session, contiguous from 0 (docs/protocol.md §6.2)."""
 
     __tablename__ = "parts"
 
@@ -82,7 +89,7 @@ class EventRow(SQLModel, table=True):
 
 
 class IdempotencyRow(SQLModel, table=True):
-    """First outcome of an op per (device, request_id), replayed on retry (API.md §1)."""
+    """First outcome of an op per (device, request_id), replayed on retry (docs/api.md §1)."""
 
     __tablename__ = "idempotency"
 

@@ -10,13 +10,15 @@ Every schema change here needs an Alembic revision in migrations/versions/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Connection, DateTime, Float, Index, Text, func, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy import update as sql_update
 from sqlmodel import Field, SQLModel
+
+from c2.core.store.tables import aware
 
 
 class TurnUsageRow(SQLModel, table=True):
@@ -68,6 +70,8 @@ _BUDGETS = BudgetRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, slots=True)
 class Budget:
+    """A budget's limits, what to do when crossed, and whether it is."""
+
     max_cost: float | None
     max_tokens: int | None
     action: str
@@ -76,6 +80,8 @@ class Budget:
 
 @dataclass(frozen=True, slots=True)
 class TurnUsageRecord:
+    """One turn's usage as recorded."""
+
     turn_id: str
     session_id: str
     provider: str
@@ -93,18 +99,16 @@ class TurnUsageRecord:
     ended_at: datetime
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 class UsageRepository:
+    """Turn usage and budgets."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     # -- turns ---------------------------------------------------------------------------------
 
     def turn(self, turn_id: str) -> dict[str, Any] | None:
+        """A turn's usage row as a dict, None when not recorded."""
         row = self._conn.execute(select(_TURNS).where(_TURNS.c.turn_id == turn_id)).first()
         return dict(row._mapping) if row is not None else None
 
@@ -125,6 +129,7 @@ class UsageRepository:
         return float(row.cost_cumulative) if row is not None else None
 
     def put_turn(self, values: dict[str, Any], *, exists: bool) -> None:
+        """Insert or update a turn's usage row."""
         if exists:
             turn_id = values["turn_id"]
             changes = {k: v for k, v in values.items() if k != "turn_id"}
@@ -135,6 +140,7 @@ class UsageRepository:
             self._conn.execute(sql_insert(_TURNS).values(**values))
 
     def end_turn(self, turn_id: str, now: datetime) -> None:
+        """Record when the turn ended."""
         self._conn.execute(
             sql_update(_TURNS).where(_TURNS.c.turn_id == turn_id).values(ended_at=now)
         )
@@ -172,8 +178,8 @@ class UsageRepository:
                 cost_currency=r.cost_currency,
                 context_used=r.context_used,
                 context_size=r.context_size,
-                started_at=_aware(r.started_at),
-                ended_at=_aware(r.ended_at),
+                started_at=aware(r.started_at),
+                ended_at=aware(r.ended_at),
             )
             for r in rows
         ]
@@ -181,6 +187,7 @@ class UsageRepository:
     # -- budgets -------------------------------------------------------------------------------
 
     def budget(self, owner_kind: str, owner_id: str) -> Budget | None:
+        """The budget of a session or device, None when it has none."""
         row = self._conn.execute(
             select(_BUDGETS).where(
                 _BUDGETS.c.owner_kind == owner_kind, _BUDGETS.c.owner_id == owner_id
@@ -215,6 +222,7 @@ class UsageRepository:
             )
 
     def mark_crossed(self, owner_kind: str, owner_id: str, crossed: bool) -> None:
+        """Record whether the budget is crossed."""
         self._conn.execute(
             sql_update(_BUDGETS)
             .where(_BUDGETS.c.owner_kind == owner_kind, _BUDGETS.c.owner_id == owner_id)

@@ -6,6 +6,10 @@ WEBHOOK_EVENTS), so an event is never committed without its pending deliveries, 
 reverse, and both survive a crash. Each body is rendered once there; retries send it again
 byte for byte under the same delivery id. Every schema change here needs an Alembic
 revision in migrations/versions/.
+
+Over 300 lines: the tables, the outbox written in the event's transaction and the delivery
+bookkeeping the worker reads are one design; push subscriptions, a table of the same
+migration (0008), sit with them.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from c2.core.notify.payloads import webhook_body
-from c2.core.protocol import Event
+from c2.core.protocol.events import Event
 from c2.core.session import rfc3339, utcnow
 from c2.core.store.tables import PartRow, SessionRow
 
@@ -42,6 +46,8 @@ DISABLE_AFTER = 10
 
 
 class WebhookRow(SQLModel, table=True):
+    """A webhook: where to deliver, which events, signed with what."""
+
     __tablename__ = "webhooks"
 
     id: str = Field(primary_key=True, max_length=64)
@@ -102,6 +108,8 @@ _PARTS = PartRow.__table__  # type: ignore[attr-defined]
 
 @dataclass(frozen=True, slots=True)
 class Webhook:
+    """A webhook as stored."""
+
     id: str
     url: str
     secret: str
@@ -126,6 +134,8 @@ class Webhook:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
+    """One delivery of an event to a webhook and how it went."""
+
     id: str
     event: str
     attempts: int
@@ -135,6 +145,7 @@ class Delivery:
     next_attempt_at: datetime
 
     def wire(self) -> dict[str, Any]:
+        """The delivery as the delivery log answers it."""
         return {
             "delivery_id": self.id,
             "event": self.event,
@@ -170,6 +181,8 @@ class Disabled:
 
 @dataclass(frozen=True, slots=True)
 class PushSubscription:
+    """A browser's push subscription for a device."""
+
     id: str
     device_id: str
     endpoint: str
@@ -256,6 +269,7 @@ def record_deliveries(conn: Connection, events: list[tuple[int, Event]]) -> int:
 
 
 def session_title(conn: Connection, session: str) -> str | None:
+    """The session's title, None when unknown."""
     title = conn.execute(select(_SESSIONS.c.title).where(_SESSIONS.c.id == session)).scalar()
     return str(title) if title is not None else None
 
@@ -282,6 +296,8 @@ def turn_text(conn: Connection, session: str) -> str:
 
 
 class WebhookRepository:
+    """Webhooks, their deliveries (the outbox) and push subscriptions."""
+
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
@@ -296,6 +312,7 @@ class WebhookRepository:
         include_content: bool,
         created_by: str | None,
     ) -> Webhook:
+        """Insert a webhook; it is enabled."""
         now = utcnow()
         hook_id = str(uuid.uuid4())
         self._conn.execute(
@@ -317,10 +334,12 @@ class WebhookRepository:
         return found
 
     def get(self, hook_id: str) -> Webhook | None:
+        """A webhook by id, None when unknown."""
         row = self._conn.execute(select(_HOOKS).where(_HOOKS.c.id == hook_id)).first()
         return _webhook(row) if row is not None else None
 
     def all(self) -> list[Webhook]:
+        """Every webhook, oldest first."""
         rows = self._conn.execute(select(_HOOKS).order_by(_HOOKS.c.created_at, _HOOKS.c.id))
         return [_webhook(row) for row in rows.all()]
 
@@ -344,6 +363,7 @@ class WebhookRepository:
         return self.get(hook_id)
 
     def delete(self, hook_id: str) -> bool:
+        """Delete a webhook and its deliveries; False when unknown."""
         self._conn.execute(delete(_DELIVERIES).where(_DELIVERIES.c.webhook_id == hook_id))
         result = self._conn.execute(delete(_HOOKS).where(_HOOKS.c.id == hook_id))
         return bool(result.rowcount)
@@ -351,6 +371,7 @@ class WebhookRepository:
     # -- deliveries ----------------------------------------------------------------------------
 
     def deliveries(self, hook_id: str, limit: int) -> list[Delivery]:
+        """A webhook's latest deliveries, newest event first."""
         rows = self._conn.execute(
             select(_DELIVERIES)
             .where(_DELIVERIES.c.webhook_id == hook_id)
@@ -406,6 +427,7 @@ class WebhookRepository:
         ]
 
     def delivered(self, delivery_id: str, webhook_id: str, status: int) -> None:
+        """Record a delivery as delivered with `status`; the webhook's failures reset."""
         now = utcnow()
         self._conn.execute(
             update(_DELIVERIES)
@@ -475,11 +497,13 @@ class WebhookRepository:
         )
 
     def unsubscribe_push(self, sub_id: str, device_id: str | None = None) -> bool:
+        """Delete a push subscription (of `device_id` only, when given); False when none."""
         query = delete(_PUSH).where(_PUSH.c.id == sub_id)
         if device_id is not None:
             query = query.where(_PUSH.c.device_id == device_id)
         return bool(self._conn.execute(query).rowcount)
 
     def push_subscriptions(self) -> list[PushSubscription]:
+        """Every push subscription, oldest first."""
         rows = self._conn.execute(select(_PUSH).order_by(_PUSH.c.created_at)).all()
         return [PushSubscription(r.id, r.device_id, r.endpoint, r.p256dh, r.auth) for r in rows]

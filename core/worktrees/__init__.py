@@ -2,7 +2,7 @@
 
 The sync functions do the git work; the engine awaits the `*_async` wrappers, which run them
 in a worker thread under one asyncio.Lock per repository, because GitPython has no worktree
-API and concurrent `git worktree add` on one repository races (ARCHITECTURE.md §Seams).
+API and concurrent `git worktree add` on one repository races (docs/architecture.md §Seams).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from c2.core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from c2.core.protocol import WorktreeBase, WorktreeBaseline
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
 from c2.core.worktrees.baselines import (
     ORIGIN_HEAD,
     BaselineOption,

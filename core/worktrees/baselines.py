@@ -1,7 +1,7 @@
-"""Worktree baseline resolution: `current` (local HEAD) and `origin_default` (protocol.txt).
+"""Worktree baseline resolution: `current` (local HEAD) and `origin_default` (docs/protocol.md).
 
 Reads local refs only. It never fetches, never guesses main/master and never falls back to
-another baseline: an unusable choice is reported with its reason (original-behaviour.md §9.3).
+another baseline: an unusable choice is reported with its reason (docs/protocol.md §9.3).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import git
 from git.exc import GitCommandError
 
 from c2.core.errors import WorktreeError
-from c2.core.protocol import WorktreeBase, WorktreeBaseline
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
 from c2.core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
 
 ORIGIN_HEAD = "refs/remotes/origin/HEAD"
@@ -31,7 +31,7 @@ class BaselineOption:
     unavailable_reason: str | None
 
     def wire(self) -> dict[str, Any]:
-        """JSON shape of GET /v1/worktree-baselines entries (API.md §4)."""
+        """JSON shape of GET /v1/worktree-baselines entries (docs/api.md §4)."""
         return {
             "kind": self.kind.value,
             "resolved": None if self.resolved is None else self.resolved.model_dump(mode="json"),
@@ -85,7 +85,8 @@ def _resolve_current(repo: git.Repo) -> WorktreeBaseline:
 
 
 def _resolve_origin_default(repo: git.Repo) -> WorktreeBaseline:
-    # Only the local symbolic ref counts; `git remote set-head` is the user's job (protocol.txt).
+    # Only the local symbolic ref counts; `git remote set-head` is the user's job
+    # (docs/protocol.md: Ops, new_session).
     try:
         target = repo.git.symbolic_ref("--quiet", ORIGIN_HEAD)
     except GitCommandError as exc:

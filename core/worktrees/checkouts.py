@@ -2,7 +2,10 @@
 
 Synchronous and blocking (git subprocesses); callers serialise per repository (see
 core.worktrees). A failed creation leaves no directory, branch or worktree registration
-behind, or says exactly what was kept and where (original-behaviour.md §8.2, §9.3).
+behind, or says exactly what was kept and where (docs/protocol.md §8.2, §9.3).
+
+Over 300 lines: creation, revalidation and discard share what identifies a session's
+checkout (its branch, directory and registration); split, those rules would live twice.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from c2.core.errors import BaselineChangedError, WorktreeError, WorktreeUnavailableError
-from c2.core.protocol import WorktreeBase, WorktreeBaseline
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
 from c2.core.safe_files import read_bounded
 from c2.core.worktrees.baselines import resolve_in_repo
 from c2.core.worktrees.repository import (
@@ -91,7 +94,7 @@ def _fresh_baseline(repo: git.Repo, base: WorktreeBase, expected: str | None) ->
         baseline = resolve_in_repo(repo, base)
     except WorktreeError as exc:
         raise WorktreeError(_CREATE + exc.message) from None
-    if expected is None:  # older clients keep click-time resolution (protocol.txt)
+    if expected is None:  # older clients keep click-time resolution (docs/protocol.md)
         return baseline
     want = expected.strip().lower()
     if len(want) < MIN_PIN_LENGTH or not re.fullmatch(r"[0-9a-f]+", want):

@@ -6,6 +6,9 @@ makes from a session's *own* index file (GIT_INDEX_FILE, kept in the c2 home), a
 `git add -A` there: tracked, modified and untracked files, ignored ones excluded. The user's
 index, stash, HEAD and branches are never read for writing nor changed. Checkpoint ids are
 kept as refs under `refs/c2/checkpoints/<session>/` so `git gc` keeps their objects.
+
+Over 300 lines: capture, diff and restore are one piece of git plumbing sharing the private
+index environment and the `_git` runner; split, each part would reach into the others.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Workspace:
 
 @dataclass
 class FileDiff:
+    """One file a diff changed: its status, its patch (unless binary), maybe truncated."""
+
     path: str
     old_path: str | None
     status: Status
@@ -59,6 +64,7 @@ class FileDiff:
     truncated: bool = False
 
     def wire(self) -> dict[str, object]:
+        """The file's entry as a diff route answers it."""
         return {
             "path": self.path,
             "old_path": self.old_path,
@@ -71,6 +77,8 @@ class FileDiff:
 
 @dataclass
 class TreeDiff:
+    """What changed between two trees, file by file (truncated past the size limit)."""
+
     files: list[FileDiff] = field(default_factory=list)
     truncated: bool = False
 
@@ -137,10 +145,12 @@ def commit_tree_of(root: Path, commit: str) -> str:
 
 
 def set_ref(root: Path, ref: str, tree: str) -> None:
+    """Point `ref` at `tree` (a checkpoint)."""
     _git(root, "update-ref", ref, tree)
 
 
 def read_ref(root: Path, ref: str) -> str | None:
+    """The object `ref` points at, None when there is no such ref."""
     out = _git(root, "rev-parse", "--verify", "--quiet", ref, ok=(0, 1))
     return out.strip() or None
 
@@ -212,7 +222,7 @@ def _entries(root: Path, old: str, new: str) -> list[FileDiff]:
 
 
 def _mark_binary(root: Path, old: str, new: str, files: list[FileDiff]) -> None:
-    """`--numstat` says `-\t-` for a binary pair; it lists the pairs in --raw's order."""
+    r"""`--numstat` says `-\t-` for a binary pair; it lists the pairs in --raw's order."""
     out = _git(root, "diff-tree", "-r", "-z", "-M", "--numstat", old, new)
     fields = out.split("\0")
     i = n = 0

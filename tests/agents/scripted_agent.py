@@ -373,7 +373,7 @@ class ScriptedAgent(DemoAgent):
         return Path(turn.session.cwd) / name
 
     async def do_write(self, turn: Turn, arg: str) -> None:
-        """`/write path text`: write `text` (`\\n` becomes a newline) to `path`."""
+        r"""`/write path text`: write `text` (`\n` becomes a newline) to `path`."""
         name, _, text = arg.partition(" ")
         target = self._file(turn, name)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Idempotent retry of ops (API.md §1) through the real app and engine, over ASGITransport."""
+"""Idempotent retry of ops (docs/api.md §1) through the real app and engine, over ASGITransport."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ async def test_idempotency_new_session_replays_first_outcome(app_client: AppClie
     first = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
     again = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
     assert first.status_code == again.status_code == 201
-    assert first.json() == again.json()
+    assert first.content == again.content  # the first answer's bytes, replayed
+    assert first.headers["location"] == again.headers["location"]
+    assert first.headers["location"] == f"/v1/sessions/{first.json()['id']}"
     assert first.headers["request-id"] == again.headers["request-id"] == "create-1"
     assert "idempotent-replayed" not in first.headers
     assert again.headers["idempotent-replayed"] == "true"
@@ -60,7 +62,8 @@ async def test_idempotency_shared_by_ops_and_resource_routes(app_client: AppClie
         "/v1/ops", json={"op": "new_session", **_new_session(tmp_path), "ignored": 1}
     )
     assert via_ops.status_code == 201
-    assert via_ops.json() == first.json()
+    assert via_ops.content == first.content
+    assert via_ops.headers["location"] == first.headers["location"]
     assert via_ops.headers["idempotent-replayed"] == "true"
 
 
@@ -91,7 +94,9 @@ async def test_idempotency_replays_problem_outcomes(app_client: AppClient):
     first = await app_client.http.post("/v1/sessions/nope/prompt", json=body)
     again = await app_client.http.post("/v1/sessions/nope/prompt", json=body)
     assert first.status_code == again.status_code == 404
-    assert first.json() == again.json()
+    assert first.content == again.content
+    assert first.headers["content-type"] == again.headers["content-type"]
+    assert again.headers["content-type"] == "application/problem+json"
     assert first.json()["code"] == "no_such_session"
     assert first.json()["session"] == "nope"
     assert again.headers["idempotent-replayed"] == "true"
@@ -104,7 +109,7 @@ async def test_idempotency_prompt_runs_one_turn(app_client: AppClient, tmp_path)
     first = await app_client.http.post(f"/v1/sessions/{session['id']}/prompt", json=body)
     again = await app_client.http.post(f"/v1/sessions/{session['id']}/prompt", json=body)
     assert first.status_code == again.status_code == 202
-    assert first.json() == again.json()
+    assert first.content == again.content
     assert first.json()["request_id"] == "prompt-1"
     events = await app_client.logged_events()
     assert _count(events, "turn_started", request_id="prompt-1") == 1
@@ -131,3 +136,32 @@ async def test_idempotency_not_applied_to_answer_permission(app_client: AppClien
     assert [r.status_code for r in replies] == [409, 409]
     assert all(r.json()["code"] == "permission_not_pending" for r in replies)
     assert all("idempotent-replayed" not in r.headers for r in replies)
+
+
+async def test_bare_ops_answer_with_their_resource_routes_status(app_client: AppClient, tmp_path):
+    """`POST /v1/ops` answers each op as its resource route does: 201 with Location for a
+    new session and a queued prompt, 202 for a prompt and a cancel, 200 for a setting."""
+    created = await app_client.http.post(
+        "/v1/ops", json={"op": "new_session", **_new_session(tmp_path, request_id=None)}
+    )
+    assert created.status_code == 201
+    sid = created.json()["id"]
+    assert created.headers["location"] == f"/v1/sessions/{sid}"
+    assert "request-id" not in created.headers
+    doc = [{"type": "text", "text": "hello"}]
+    prompt = await app_client.http.post(
+        "/v1/ops", json={"op": "prompt", "session": sid, "doc": doc, "request_id": "bare-1"}
+    )
+    assert prompt.status_code == 202 and prompt.headers["request-id"] == "bare-1"
+    assert prompt.json()["request_id"] == "bare-1"
+    queued = await app_client.http.post(
+        "/v1/ops", json={"op": "queue_prompt", "session": sid, "doc": doc}
+    )
+    assert queued.status_code == 201
+    assert queued.headers["location"] == f"/v1/sessions/{sid}/queue/{queued.json()['id']}"
+    cancel = await app_client.http.post("/v1/ops", json={"op": "cancel", "session": sid})
+    assert cancel.status_code == 202 and cancel.json()["session"] == sid
+    policy = {"op": "set_execution_policy", "session": sid, "mode": "yolo"}
+    policy["sandbox"] = "read_only"
+    resp = await app_client.http.post("/v1/ops", json=policy)
+    assert resp.status_code == 200 and resp.json()["policy"]["mode"] == "yolo"

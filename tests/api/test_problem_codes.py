@@ -12,7 +12,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from c2.api.app import create_app
-from c2.api.errors import STATUS, HttpProblem, status_of
+from c2.api.errors import STATUS, HttpProblem, problem_class, status_of
 from c2.api.openapi import document, operation_id
 from c2.api.openapi_problems import OWN_PROBLEMS, SUBMIT_OP, operation_problems
 from c2.api.routes import ops as op_routes
@@ -52,6 +52,17 @@ def test_every_domain_code_has_its_status_in_the_api_table():
             assert cls in STATUS, cls.__name__
     assert status_of(SessionNotFoundError("x")) == 404
     assert status_of(core_errors.BaselineChangedError) == status_of(WorktreeError) == 422
+
+
+def test_each_code_names_one_problem_class():
+    """The operation table is written in codes: each code finds the one class answering it
+    (a class of STATUS or an HTTP-layer problem); an unknown code is no class."""
+    classes: list[type[DomainError] | type[HttpProblem]] = [*STATUS, *HttpProblem.__subclasses__()]
+    for cls in classes:
+        assert problem_class(cls.code) is cls
+    assert problem_class("no_such_session") is SessionNotFoundError
+    with pytest.raises(KeyError):
+        problem_class("no_such_code")
 
 
 def test_every_operation_has_an_entry_in_the_problem_table(tmp_path: Path):
@@ -110,7 +121,7 @@ async def test_responses_are_checked_against_their_declared_codes(app_client: Ap
     hook = app_client.http.event_hooks["response"][0]
     assert type(hook).__name__ == DeclaredCodes.__name__  # conftest is imported twice
     missing = await app_client.http.get("/v1/sessions/nope")
-    assert missing.status_code == 404 and hook.checked == 1
+    assert missing.status_code == 404 and vars(hook)["checked"] == 1
     request = httpx.Request("GET", "http://localhost/v1/sessions/nope")
     wrong = httpx.Response(
         404,

@@ -1,4 +1,4 @@
-"""Problem+json mapping (API.md §1, §4): validation, routing, domain, framed and 500 errors."""
+"""Problem+json mapping (docs/api.md §1, §4): validation, routing, domain, framed and 500 errors."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def _id(home: Path) -> str:
 
 def _interrupted(event: dict[str, Any]) -> bool:
     state = event.get("activity", {}).get("state", {})
-    return (
+    return bool(
         event["event"] == "session_activity_changed"
         and state.get("kind") == "failed"
         and state.get("reason") == "interrupted"

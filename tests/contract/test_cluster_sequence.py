@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
-from c2.core.protocol import ErrorEvent
-from c2.core.store.database import Store, UnitOfWork
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
 from c2.core.store.ownership import OwnershipError
 from tests.contract.pg import PG_URL, pg_schema_url
@@ -37,7 +38,11 @@ def url() -> Iterator[str]:
         yield url
 
 
-def _emit(uow: UnitOfWork, writer: str, i: int) -> None:
+def _after(last: int, r: ReadUnit) -> list[CommittedEvent]:
+    return r.events.after(last, limit=10_000)
+
+
+def _emit(writer: str, i: int, uow: UnitOfWork) -> None:
     # Two events per job, a few jobs per batch: batches of several sizes from both writers.
     for part in range(2):
         uow.emit(ErrorEvent(session=writer, message=f"{writer}-{i}-{part}", terminal=False))
@@ -48,7 +53,7 @@ async def _follow(store: Store, done: asyncio.Event) -> list[int]:
     last = 0
     while True:
         finished = done.is_set()  # read once more after the writers finished
-        batch = await store.read(lambda r, last=last: r.events.after(last, limit=10_000))
+        batch = await store.read(partial(_after, last))
         if batch:
             seen.extend(ev.seq for ev in batch)
             last = batch[-1].seq
@@ -68,7 +73,7 @@ async def test_two_writers_share_one_strictly_increasing_log(url: str) -> None:
     follower = asyncio.create_task(_follow(reader, done))
     try:
         writes = [
-            stores[name].submit(lambda uow, name=name, i=i: _emit(uow, name, i))
+            stores[name].submit(partial(_emit, name, i))
             for i in range(WRITES_PER_STORE)
             for name in ("a", "b")
         ]
@@ -133,7 +138,7 @@ async def test_unknown_commit_outcome_is_judged_by_the_rows_themselves(url: str)
     store = Store(url, exclusive=True, cluster=True)
     store.start()
     try:
-        await store.write(lambda uow: _emit(uow, "a", 0))
+        await store.write(partial(_emit, "a", 0))
         log = await store.read(lambda r: r.events.after(0))
         payloads = [ev.payload for ev in log]
         conn = store._writer_engine.connect()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schemathesis
@@ -25,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from c2.api.app import create_app
 from c2.core.auth import create_device
-from c2.core.protocol import BUILTIN_PROVIDERS
+from c2.core.protocol.values import BUILTIN_PROVIDERS
 from c2.core.store.database import Store
 from tests.conftest import make_settings
 
@@ -56,12 +57,12 @@ schema.config.generation.update(
     with_security_parameters=False,
 )
 # 501 not_implemented and 503 provider_unavailable / capacity / store_unavailable are
-# contract answers (API.md §3), not crashes; every other 5xx still fails the run.
+# contract answers (docs/api.md §3), not crashes; every other 5xx still fails the run.
 schema.config.checks.not_a_server_error = NotAServerErrorConfig(
     expected_statuses=["2xx", "3xx", "4xx", "501", "503"]
 )
 # The contract itself rejects some schema-valid input on meaning (422 invalid_cwd /
-# unknown_provider, 400 transcript cursors; API.md §3-§4), so "valid data is accepted" is off.
+# unknown_provider, 400 transcript cursors; docs/api.md §3-§4), so "valid data is accepted" is off.
 schema.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(enabled=False)
 # An oversized invalid body is refused before it is parsed: 413 payload_too_large is a
 # rejection too (docs/security.md).
@@ -101,7 +102,15 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The real app on a temp home, and the bearer of a device paired in its store."""
     home = tmp_path_factory.mktemp("contract-home")
     _offline_providers(home)
-    settings = make_settings(home, allow_hosts=("testserver",))
+    # Every operation is also tried without credentials (ST401, expecting 401): far more
+    # failed checks a minute than the failure limiter lets through, which would answer 429.
+    # The limiter is tested on its own (tests/unit/test_auth_limiter.py, tests/e2e/test_auth.py).
+    settings = make_settings(
+        home,
+        allow_hosts=("testserver",),
+        auth_failures_per_minute=1_000_000,
+        auth_failures_per_minute_total=1_000_000,
+    )
     store = Store(settings.database_url)
     try:
         store.migrate()
@@ -120,6 +129,6 @@ def _relative_paths_off_the_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 @schema.parametrize()
-def test_schemathesis_conformance(case: schemathesis.Case, target: Target) -> None:
+def test_schemathesis_conformance(case: schemathesis.Case[Any], target: Target) -> None:
     """No 500s, declared statuses and content types, bodies matching their schemas."""
     case.call_and_validate(headers=target.headers)

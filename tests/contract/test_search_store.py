@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,16 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-from c2.core.protocol import PromptPart, TextPart
+from c2.core.protocol.state import PromptPart, TextPart
 from c2.core.search.query import parse
 from c2.core.search.service import _search
 from c2.core.session import SessionRecord, utcnow
 from c2.core.store.database import MIGRATIONS, Store, UnitOfWork
 from tests.contract.pg import STORES, database_url_for
+
+
+def _append_text(session: str, text: str, uow: UnitOfWork) -> None:
+    uow.parts.append(session, "agent", TextPart(text=text))
 
 
 @pytest.fixture(params=STORES)
@@ -140,9 +145,7 @@ def test_a_long_message_becomes_documents_as_it_grows(database_url: str) -> None
             await store.write(lambda uow: uow.sessions.insert(record))
             for i in range(80):  # about 78,000 characters: three documents
                 text_ = ("early " if i == 1 else "") + ("late " if i == 78 else "") + chunk
-                store.submit(
-                    lambda uow, t=text_: uow.parts.append("long", "agent", TextPart(text=t))
-                )
+                store.submit(partial(_append_text, "long", text_))
             await store.write(lambda uow: None)
             assert [h["kind"] for h in _hits(store, "early")] == ["text"]
             assert [h["kind"] for h in _hits(store, "late")] == ["text"]  # still streaming

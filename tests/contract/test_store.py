@@ -7,6 +7,7 @@ schema of its own, dropped afterwards).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -18,15 +19,25 @@ from sqlalchemy import create_engine, text
 
 from c2.core.auth import create_device, digest
 from c2.core.mcp_servers import parse_mcp_servers
-from c2.core.protocol import (
-    AgentText,
-    ErrorEvent,
+from c2.core.protocol.events import AgentText, ErrorEvent, TurnStarted
+from c2.core.protocol.state import (
+    ConfigOption,
+    ContextWindow,
+    ForkedFrom,
     ModeChoice,
+    ModelChoice,
+    ModelsState,
     ModesState,
     RunningState,
     SessionActivity,
     TextPart,
-    TurnStarted,
+)
+from c2.core.protocol.values import (
+    ExecutionPolicy,
+    PermissionMode,
+    SandboxPolicy,
+    WorktreeBase,
+    WorktreeBaseline,
 )
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import SessionRecord, utcnow
@@ -189,6 +200,59 @@ async def test_store_sessions_keep_modes_and_mcp_servers_with_secrets(store):
     assert '"v"' not in json.dumps(wire) and '"w"' not in json.dumps(wire)
 
 
+def _every_field_set() -> SessionRecord:
+    """A record none of whose fields holds its default."""
+    moment = utcnow() - timedelta(days=1)
+    return SessionRecord(
+        id="s-full",
+        provider="codex",
+        cwd="/tmp/work",
+        project_path="/tmp/project",
+        title="Full",
+        title_origin="manual",
+        model="large",
+        worktree_path="/tmp/wt",
+        worktree_baseline=WorktreeBaseline(
+            kind=WorktreeBase.CURRENT, ref="main", sha="a" * 40, display="main"
+        ),
+        worktree_identity={"branch": "c2/s-full", "head": "b" * 40},
+        worktree_discarded=True,
+        policy=ExecutionPolicy(mode=PermissionMode.YOLO, sandbox=SandboxPolicy.READ_ONLY),
+        activity=SessionActivity(revision=3, state=RunningState(turn_id="t3")),
+        acp_session_id="acp-1",
+        models=ModelsState(available=[ModelChoice(id="large", name="L")], current="large"),
+        config_options=[ConfigOption(id="effort", name="Effort", current="high")],
+        modes=ModesState(available=[ModeChoice(id="plan", name="Plan")], current="plan"),
+        mcp_servers=parse_mcp_servers([{"name": "fs", "command": "/bin/cat"}]),
+        context_window=ContextWindow(used_tokens=10, context_window=100),
+        forked_from=ForkedFrom(session="s-parent", turn=2),
+        prime=True,
+        archived=True,
+        created_at=moment,
+        updated_at=moment + timedelta(seconds=1),
+    )
+
+
+async def test_store_sessions_keep_every_field_and_update_only_the_named(store):
+    """Every SessionRecord field survives the store; an update of some fields writes those
+    (and updated_at), leaving the stored value of every other field as it was."""
+    db, _ = store
+    full = _every_field_set()
+    defaults = SessionRecord(id="s-full", provider="custom:echo", cwd="/")
+    changed = [f.name for f in dataclasses.fields(SessionRecord) if f.name != "id"]
+    assert all(getattr(full, name) != getattr(defaults, name) for name in changed)
+    await db.write(lambda uow: uow.sessions.insert(full))
+    assert await db.read(lambda r: r.sessions.get("s-full")) == full
+    fresh = dataclasses.replace(defaults, created_at=full.created_at)
+    fields = ("title", "policy", "activity", "config_options", "forked_from", "prime")
+    await db.write(lambda uow: uow.sessions.update(fresh, fields))
+    got = await db.read(lambda r: r.sessions.get("s-full"))
+    assert got is not None
+    for name in changed:
+        want = fresh if name in (*fields, "title_origin", "updated_at") else full
+        assert getattr(got, name) == getattr(want, name), name
+
+
 async def test_store_event_and_state_commit_together(store):
     """A state change and its event commit in one transaction: both or neither."""
     db, _ = store
@@ -227,11 +291,12 @@ async def test_store_devices_bearers_tokens_tickets(store):
     await db.write(add_tokens)
 
     async def redeem(token_hash: str) -> frozenset[Scope] | None:
-        return await db.write(
+        scopes: frozenset[Scope] | None = await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
         )
+        return scopes
 
-    assert await redeem(token) == {Scope.READ}
+    assert await redeem(token) == frozenset({Scope.READ})
     assert await redeem(token) is None
     assert await redeem(expired) is None
 
@@ -244,9 +309,10 @@ async def test_store_devices_bearers_tokens_tickets(store):
         )
 
     async def use(ticket_hash: str) -> Device | None:
-        return await db.write(
+        device: Device | None = await db.write(
             lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow())
         )
+        return device
 
     ticket = digest("ticket")
     await add_ticket(ticket)
@@ -322,7 +388,7 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
     for session, seqs in expected.items():
         rows = await db.read(lambda r, s=session: r.parts.range(s, 0, 400))
         assert [row.seq for row in rows] == seqs
-        assert all("doomed" not in row.part.text for row in rows)  # type: ignore[union-attr]
+        assert all("doomed" not in row.part.text for row in rows)
     events = [json.loads(ev.payload) for ev in published]
     by_session = {
         s: [(e["transcript_seq"], e["text"]) for e in events if e["session"] == s]

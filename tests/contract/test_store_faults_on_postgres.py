@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from c2.core.protocol import ErrorEvent
-from c2.core.store.database import Store, StoreUnavailableError
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import Store
+from c2.core.store.faults import StoreWriteError
 from tests.contract.pg import PG_URL, pg_schema_url
 from tests.e2e.harness import C2Process, Client, EventReader
 from tests.e2e.test_store_faults import ready_status, serve_once, transcript, wait_ready_status
@@ -163,7 +164,7 @@ async def test_postgres_writer_that_lost_its_lock_stops_writing(pg_database_url:
         assert terminate("application_name LIKE :name", name=f"c2 pid {os.getpid()} %") >= 1
         second = Store(pg_database_url, exclusive=True)
         await asyncio.to_thread(second.start)
-        with pytest.raises(StoreUnavailableError, match="another c2 serve owns"):
+        with pytest.raises(StoreWriteError, match="another c2 serve owns"):
             await first.write(
                 lambda uow: uow.emit(ErrorEvent(session=None, message="two", terminal=False))
             )

@@ -18,9 +18,11 @@ import anyio
 import pytest
 from sqlalchemy import create_engine, text
 
-from c2.core.protocol import AgentText, TextPart
-from c2.core.store.database import Store, StoreUnavailableError, UnitOfWork, sqlite_url
+from c2.core.protocol.events import AgentText
+from c2.core.protocol.state import TextPart
+from c2.core.store.database import Store, UnitOfWork, sqlite_url
 from c2.core.store.events import CommittedEvent
+from c2.core.store.faults import StoreWriteError
 from tests.contract.pg import PG_URL, STORES, database_url_for
 
 
@@ -124,7 +126,7 @@ async def test_store_write_gives_up_after_its_window_then_recovers(tmp_path: Pat
         held = threading.Event()
         holder = hold_sqlite_lock(tmp_path / "c2.db", 2.5, held)
         await asyncio.to_thread(held.wait, 10)
-        with pytest.raises(StoreUnavailableError, match="database is locked"):
+        with pytest.raises(StoreWriteError, match="database is locked"):
             await db.write(chunk("lost"))
         assert db.unavailable() is not None
         await asyncio.to_thread(holder.join, 10)
@@ -145,6 +147,6 @@ async def test_store_close_fails_writes_waiting_for_the_database(tmp_path: Path)
     waiting = db.submit(chunk("end of turn"), patient=True)
     with anyio.fail_after(5):
         await asyncio.to_thread(db.close)
-    with pytest.raises(StoreUnavailableError, match="closing"):
+    with pytest.raises(StoreWriteError, match="closing"):
         await waiting
     await asyncio.to_thread(holder.join, 10)

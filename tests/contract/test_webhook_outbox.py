@@ -8,15 +8,20 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from c2.core.protocol import ErrorEvent, TurnEnded
+from c2.core.protocol.events import ErrorEvent, TurnEnded
 from c2.core.session import utcnow
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.webhooks import WebhookRepository
 from tests.contract.pg import STORES, database_url_for
+
+
+def _emit_error(message: str, uow: UnitOfWork) -> None:
+    uow.emit(ErrorEvent(session=None, message=message, terminal=False))
 
 
 @pytest.fixture(params=STORES)
@@ -105,9 +110,7 @@ async def test_a_rolled_back_write_leaves_no_delivery(store: Store):
 async def test_delivered_deliveries_are_pruned_and_pending_ones_kept(store: Store):
     hook = _hook(store, ["error"])
     for message in ("one", "two"):
-        await store.write(
-            lambda uow, m=message: uow.emit(ErrorEvent(session=None, message=m, terminal=False))
-        )
+        await store.write(partial(_emit_error, message))
     first, second = await store.read(lambda r: WebhookRepository(r.conn).pending(10))
     await store.write(lambda uow: WebhookRepository(uow.conn).delivered(first.id, hook, 200))
     later = utcnow() + timedelta(seconds=1)

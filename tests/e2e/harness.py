@@ -21,6 +21,9 @@ from typing import Any
 import anyio
 import httpx
 
+from c2.core.home import pair_device
+from c2.core.scopes import ALL_SCOPES
+from c2.core.store.database import sqlite_url
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,24 +107,14 @@ class C2Process:
         else:
             raise RuntimeError("c2 serve did not become ready")
         if not self.bearer:
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "c2.api.cli",
-                    "pair",
-                    "--name",
-                    "tests",
-                    "--home",
-                    str(self.home),
-                ],
-                cwd=REPO,
-                env=self._env(),
-                capture_output=True,
-                check=True,
-                timeout=30,
-            )
-            self.bearer = json.loads(out.stdout.decode().strip().splitlines()[-1])["bearer"]
+            self.bearer = self._pair()
+
+    def _pair(self) -> str:
+        """A bearer for the tests, paired directly in the home's database as `c2 pair` does
+        (core/home.py `pair_device`) but without starting a second interpreter, which costs
+        seconds on a busy machine; `c2 pair` itself is tested in tests/e2e/test_auth.py."""
+        database_url = self.extra_env.get("C2_DATABASE_URL") or sqlite_url(self.home)
+        return pair_device(self.home, database_url, "tests", ALL_SCOPES).bearer
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is None:
@@ -212,7 +205,8 @@ class EventReader:
     async def frame(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next data frame (records SSE ids and protocol events)."""
         assert self._lines is not None
-        data, seq = None, None
+        data: dict[str, Any] | None = None
+        seq: int | None = None
         with anyio.fail_after(timeout):
             async for line in self._lines:
                 if line.startswith("id:"):

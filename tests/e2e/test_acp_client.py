@@ -25,7 +25,7 @@ from c2.core.agents.client import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from c2.core.protocol import StopReason
+from c2.core.protocol.values import StopReason
 from c2.core.providers import DEMO_KEY, ProviderRegistry
 from tests.agents.scripted_agent import AGENT_LAUNCH_INPUT, launch_spec, read_log
 

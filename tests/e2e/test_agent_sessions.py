@@ -447,6 +447,17 @@ async def test_eviction_closes_the_acp_session_first(tmp_path: Path) -> None:
         assert first["id"] in {
             s["id"] for s in (await api.http.get("/v1/sessions")).json()["sessions"]
         }
+        # The evicted session is not lost: its next prompt revives an agent for it (evicting
+        # the other, idle one). A busy slot refusing with 503 capacity is checked in
+        # test_process_hygiene.py, the whole rule in process in tests/unit/test_engine_turns.py.
+        async with EventReader(api, session=first["id"]) as stream:
+            await stream.frame()
+            assert (await api.prompt(first["id"], "/text revived")).status_code == 202
+            ended = await stream.until_event("turn_ended")
+        assert ended["stop_reason"] == "end_turn"
+        said = [e["text"] for e in stream.events if e["event"] == "agent_text"]
+        assert "".join(said) == "revived"
+        assert len(requests_of(server, "session/close")) == 2  # the other agent made room
         await api.aclose()
     finally:
         server.stop()

@@ -1,4 +1,5 @@
-"""Auth through a real uvicorn (API.md §2): bearers, pairing, rate limit, Host, devices, CLI."""
+"""Auth through a real uvicorn (docs/api.md §2): bearers, pairing, rate limit, Host, devices,
+CLI."""
 
 from __future__ import annotations
 

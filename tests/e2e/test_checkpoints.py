@@ -205,7 +205,7 @@ async def test_rewind_restores_exactly_and_can_be_undone(client: Client, tmp_pat
 
     async with EventReader(client, session=sid) as stream:
         await stream.frame()
-        body = {"to_turn": 1, "request_id": "rw-1"}
+        body: dict[str, Any] = {"to_turn": 1, "request_id": "rw-1"}
         done = await rewind(client, sid, **body)
         event = await stream.until_event("session_rewound")
     assert done["session"] == sid and done["to_turn"] == 1

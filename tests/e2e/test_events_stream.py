@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from functools import partial
 
 import anyio
 import httpx
 
-from c2.core.protocol import ErrorEvent
+from c2.core.protocol.events import ErrorEvent
+from c2.core.store.database import UnitOfWork
 from tests.conftest import LiveServer, ServerFactory, SSEClient
+
+
+def _emit_error(message: str, uow: UnitOfWork) -> None:
+    uow.emit(ErrorEvent(session=None, message=message, terminal=False))
 
 
 async def test_events_stream_opens_with_sessions_frame(live_server: LiveServer, open_stream):
@@ -39,20 +45,11 @@ async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open
     """Two concurrent streams receive every committed event in the same order, same ids."""
     a = await open_stream(live_server)
     b = await open_stream(live_server)
-    assert (await a.next()).kind == "sessions"  # type: ignore[union-attr]
-    assert (await b.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await a.next()).kind == "sessions"
+    assert (await b.next()).kind == "sessions"
     store = live_server.services.store
     await live_server.acall(
-        lambda: asyncio.gather(
-            *(
-                store.write(
-                    lambda uow, i=i: uow.emit(
-                        ErrorEvent(session=None, message=f"m{i}", terminal=False)
-                    )
-                )
-                for i in range(60)
-            )
-        )
+        lambda: asyncio.gather(*(store.write(partial(_emit_error, f"m{i}")) for i in range(60)))
     )
     seqs = [
         ev.seq for ev in await live_server.acall(lambda: store.read(lambda r: r.events.after(0)))
@@ -68,7 +65,7 @@ async def test_events_stream_resumes_after_restart(servers: ServerFactory, open_
     """Last-Event-ID after a server restart replays exactly the missed events, then live."""
     live = servers.start()
     stream = await open_stream(live)
-    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await stream.next()).kind == "sessions"
     seen = live.emit_errors(3)
     frames = await stream.events(3)
     last = frames[-1].id
@@ -108,8 +105,8 @@ async def test_events_stream_slow_client_does_not_delay_others(servers: ServerFa
     live = servers.start(stream_backlog=8)
     slow = await open_stream(live)
     fast = await open_stream(live)
-    assert (await slow.next()).kind == "sessions"  # type: ignore[union-attr]
-    assert (await fast.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await slow.next()).kind == "sessions"
+    assert (await fast.next()).kind == "sessions"
     count, size = 240, 32_000  # ~7.7 MB: more than the socket buffers hold
     emitted: list[int] = []
 
@@ -134,7 +131,7 @@ async def test_events_stream_catches_up_from_log_then_ring(servers: ServerFactor
     live = servers.start(stream_backlog=8)
     live.services.bus.recent.max_events = 30  # the ring holds the newest 30 events only
     slow = await open_stream(live)
-    assert (await slow.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await slow.next()).kind == "sessions"
     emitted: list[int] = []
     for _ in range(6):  # 240 x 32 kB: far more than the socket buffers and the backlog hold
         emitted.extend(await asyncio.to_thread(live.emit_errors, 40, size=32_000))
@@ -151,7 +148,7 @@ async def test_events_stream_ticket_works_once(live_server: LiveServer, open_str
     body = resp.json()
     assert body["expires_in"] == 300
     stream = await open_stream(live_server, headers={}, params={"ticket": body["ticket"]})
-    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await stream.next()).kind == "sessions"
     async with httpx.AsyncClient(base_url=live_server.base_url) as client:
         again = await client.get("/v1/events", params={"ticket": body["ticket"]})
     assert again.status_code == 401
@@ -164,7 +161,7 @@ async def test_events_stream_ends_when_device_revoked(live_server: LiveServer, o
     other = live_server.pair("phone")
     other_headers = {"Authorization": f"Bearer {other.bearer}"}
     stream = await open_stream(live_server, headers=other_headers)
-    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await stream.next()).kind == "sessions"
     async with httpx.AsyncClient(base_url=live_server.base_url) as client:
         ticket = (await client.post("/v1/stream-tickets", headers=other_headers)).json()["ticket"]
         resp = await client.delete(f"/v1/devices/{other.device_id}", headers=live_server.headers)
@@ -201,7 +198,7 @@ async def test_events_stream_sends_ping_comments(servers: ServerFactory, open_st
     """An idle stream carries `: ping` comments at the configured interval."""
     live = servers.start(ping_seconds=0.2)
     stream = await open_stream(live)
-    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await stream.next()).kind == "sessions"
     with anyio.move_on_after(1.0):
         await stream.next(timeout=2)
     assert "ping" in stream.comments
@@ -210,7 +207,7 @@ async def test_events_stream_sends_ping_comments(servers: ServerFactory, open_st
 async def test_events_stream_ends_on_server_shutdown(live_server: LiveServer, open_stream):
     """Stopping the server ends open streams promptly instead of hanging the shutdown."""
     stream = await open_stream(live_server)
-    assert (await stream.next()).kind == "sessions"  # type: ignore[union-attr]
+    assert (await stream.next()).kind == "sessions"
     with anyio.fail_after(10):
         await asyncio.to_thread(live_server.stop)
     assert await stream.next(timeout=5) is None

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from c2.core.protocol import ErrorEvent
+from c2.core.protocol.events import ErrorEvent
 from tests.conftest import make_settings, start_server
 from tests.e2e.harness import REPO, C2Process, Client, EventReader, poll_until
 from tests.e2e.test_turns import alive, wait_gone

@@ -20,17 +20,32 @@ from tests.notify.receivers import Received
 SUBJECT = "mailto:ops@example.com"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[C2Process]:
-    c2 = C2Process(tmp_path / "home", env={"C2_VAPID_SUBJECT": SUBJECT})
+def _server(home: Path) -> Iterator[C2Process]:
+    c2 = C2Process(home, env={"C2_VAPID_SUBJECT": SUBJECT})
     c2.start()
     yield c2
     c2.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
+    """One server for the module's tests; each starts with no push subscription (`client`)."""
+    yield from _server(tmp_path_factory.mktemp("c2push") / "home")
+
+
 @pytest.fixture
-async def client(server: C2Process) -> AsyncIterator[Client]:
-    c = Client(server)
+def own_server(tmp_path: Path) -> Iterator[C2Process]:
+    """A server of this test's own (it is restarted)."""
+    yield from _server(tmp_path / "home")
+
+
+@pytest.fixture
+async def client(shared_server: C2Process) -> AsyncIterator[Client]:
+    """A client of the shared server whose device has no push subscription (an earlier
+    test's are deleted), so a test sees only its own pushes."""
+    c = Client(shared_server)
+    for sub in await _listed(c):
+        assert (await c.http.delete(f"/v1/push-subscriptions/{sub}")).status_code == 204
     yield c
     await c.aclose()
 
@@ -55,7 +70,9 @@ async def _subscribe(client: Client, browser: Browser) -> dict[str, Any]:
     return created
 
 
-async def test_vapid_key_lives_in_the_home(server: C2Process, client: Client):
+async def test_vapid_key_lives_in_the_home(own_server: C2Process):
+    server = own_server
+    client = Client(server)
     key = await _public_key(client)
     raw = unb64url(key)
     assert len(raw) == 65 and raw[0] == 4  # an uncompressed P-256 point
@@ -65,6 +82,7 @@ async def test_vapid_key_lives_in_the_home(server: C2Process, client: Client):
     server.stop()
     server.start()
     assert await _public_key(client) == key  # kept across restarts
+    await client.aclose()
 
 
 async def test_subscriptions_are_checked(client: Client, pushes: FakePushService):
@@ -91,7 +109,7 @@ def _messages(reqs: list[Received], browser: Browser) -> list[dict[str, Any]]:
 
 
 async def test_parked_permission_is_pushed_then_withdrawn_when_answered(
-    server: C2Process, client: Client, pushes: FakePushService, tmp_path: Path
+    client: Client, pushes: FakePushService, tmp_path: Path
 ):
     key = await _public_key(client)
     phone, laptop = Browser.new(pushes.endpoint("phone")), Browser.new(pushes.endpoint("laptop"))

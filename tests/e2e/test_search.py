@@ -6,34 +6,12 @@ title hits, the session filter, cursor paging and the 422s (issue 15, part 1).""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.contract.pg import STORES, running_server
-from tests.e2e.harness import C2Process, Client, EventReader
-
-
-@pytest.fixture(
-    params=STORES,
-    scope="module",
-)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[C2Process]:
-    """One server per store for this module; each test searches words of its own."""
-    home = tmp_path_factory.mktemp("c2search") / "home"
-    with running_server(request.param, home, "c2_search") as c2:
-        yield c2
-
-
-@pytest.fixture
-async def sc(server: C2Process) -> AsyncIterator[Client]:
-    c = Client(server)
-    yield c
-    await c.aclose()
+from tests.e2e.harness import Client, EventReader
 
 
 def _word() -> str:
@@ -63,48 +41,54 @@ async def _kinds(client: Client, q: str, sid: str) -> list[str]:
     return [h["kind"] for h in hits if h["kind"] not in ("prompt", "title")]
 
 
-async def test_query_syntax(sc: Client, workdir: Path) -> None:
+async def test_query_syntax(store_client: Client, workdir: Path) -> None:
     """Words, "phrase", OR, -word and prefix* mean the same on both stores."""
-    sid = (await sc.new_session(workdir))["id"]
+    sid = (await store_client.new_session(workdir))["id"]
     a, b, c = _word(), _word(), _word()
-    await _turn(sc, sid, f"/text Intro {a} {b} and then {c}.")
-    assert await _kinds(sc, a, sid) == ["text"]
-    assert await _kinds(sc, f"{c} {a}", sid) == ["text"]
-    assert await _kinds(sc, f'"{a} {b}"', sid) == ["text"]
-    assert await _kinds(sc, f'"{b} {a}"', sid) == []
-    assert await _kinds(sc, f"{_word()} OR {c}", sid) == ["text"]
-    assert await _kinds(sc, f"{_word()} {c}", sid) == []
-    assert await _kinds(sc, f"{a} -{b}", sid) == []
-    assert await _kinds(sc, f'{a} -"{c} {b}"', sid) == ["text"]
-    assert await _kinds(sc, f"{a[:6]}*", sid) == ["text"]
-    assert await _kinds(sc, a[:6], sid) == []
-    hit = (await _search(sc, q=f"{a}", session=sid))["hits"][0]
+    await _turn(store_client, sid, f"/text Intro {a} {b} and then {c}.")
+    assert await _kinds(store_client, a, sid) == ["text"]
+    assert await _kinds(store_client, f"{c} {a}", sid) == ["text"]
+    assert await _kinds(store_client, f'"{a} {b}"', sid) == ["text"]
+    assert await _kinds(store_client, f'"{b} {a}"', sid) == []
+    assert await _kinds(store_client, f"{_word()} OR {c}", sid) == ["text"]
+    assert await _kinds(store_client, f"{_word()} {c}", sid) == []
+    assert await _kinds(store_client, f"{a} -{b}", sid) == []
+    assert await _kinds(store_client, f'{a} -"{c} {b}"', sid) == ["text"]
+    assert await _kinds(store_client, f"{a[:6]}*", sid) == ["text"]
+    assert await _kinds(store_client, a[:6], sid) == []
+    hit = (await _search(store_client, q=f"{a}", session=sid))["hits"][0]
     assert f"<mark>{a}</mark>" in hit["snippet"]
     # The prompt is indexed too (its own words, as typed).
-    hits = (await _search(sc, q=f'"text intro {a}"', session=sid))["hits"]
+    hits = (await _search(store_client, q=f'"text intro {a}"', session=sid))["hits"]
     assert "prompt" in [h["kind"] for h in hits]
 
 
-async def test_thoughts_and_a_word_split_across_chunks(sc: Client, workdir: Path) -> None:
-    sid = (await sc.new_session(workdir))["id"]
+async def test_thoughts_and_a_word_split_across_chunks(store_client: Client, workdir: Path) -> None:
+    sid = (await store_client.new_session(workdir))["id"]
     word, thought = _word(), _word()
-    await _turn(sc, sid, f"/think considering {thought}\n/text say {word[:5]}\n/text {word[5:]}!")
-    assert await _kinds(sc, thought, sid) == ["thought"]
-    hits = (await _search(sc, q=word, session=sid))["hits"]
+    await _turn(
+        store_client, sid, f"/think considering {thought}\n/text say {word[:5]}\n/text {word[5:]}!"
+    )
+    assert await _kinds(store_client, thought, sid) == ["thought"]
+    hits = (await _search(store_client, q=word, session=sid))["hits"]
     assert [h["kind"] for h in hits] == ["text"]
     assert f"<mark>{word}</mark>" in hits[0]["snippet"]
 
 
-async def test_cjk_text_is_found_with_two_character_queries(sc: Client, workdir: Path) -> None:
-    sid = (await sc.new_session(workdir))["id"]
+async def test_cjk_text_is_found_with_two_character_queries(
+    store_client: Client, workdir: Path
+) -> None:
+    sid = (await store_client.new_session(workdir))["id"]
     await _turn(
-        sc, sid, "/text 我们明天去东京都参观，然后吃寿司。\n/tool t1 read completed 読み込み"
+        store_client,
+        sid,
+        "/text 我们明天去东京都参观，然后吃寿司。\n/tool t1 read completed 読み込み",
     )
     for q in ("东京", "东京都参观", "寿司", "吃", '"明天去"'):
-        assert await _kinds(sc, q, sid) == ["text"], q
-    assert await _kinds(sc, "京都大学", sid) == []
-    assert await _kinds(sc, "読み", sid) == ["tool_call"]
-    hit = (await _search(sc, q="东京", session=sid))["hits"][0]
+        assert await _kinds(store_client, q, sid) == ["text"], q
+    assert await _kinds(store_client, "京都大学", sid) == []
+    assert await _kinds(store_client, "読み", sid) == ["tool_call"]
+    hit = (await _search(store_client, q="东京", session=sid))["hits"][0]
     assert "<mark>东京</mark>" in hit["snippet"]
 
 
@@ -116,49 +100,53 @@ async def _page(client: Client, sid: str, before: int | None) -> list[dict[str, 
     return entries
 
 
-async def test_each_hit_opens_the_page_that_holds_it(sc: Client, workdir: Path) -> None:
-    sid = (await sc.new_session(workdir))["id"]
+async def test_each_hit_opens_the_page_that_holds_it(store_client: Client, workdir: Path) -> None:
+    sid = (await store_client.new_session(workdir))["id"]
     old, tool, new = _word(), _word(), _word()
-    await _turn(sc, sid, f"/text first {old}")
+    await _turn(store_client, sid, f"/text first {old}")
     await _turn(
-        sc,
+        store_client,
         sid,
         f"/tool c1 execute pending Run {tool}\n/tool c1 execute in_progress Run {tool}\n"
         "/tool c1 execute completed\n/text done",
     )
     for _ in range(21):  # more turns than one page holds
-        await _turn(sc, sid, "/text filler")
-    await _turn(sc, sid, f"/text last {new}")
+        await _turn(store_client, sid, "/text filler")
+    await _turn(store_client, sid, f"/text last {new}")
     shown_kind = {"prompt": "prompt", "text": "text", "tool_call": "tool_call"}
     for q, kind in ((old, "text"), (tool, "tool_call"), (new, "text")):
-        hits = (await _search(sc, q=q, session=sid))["hits"]
+        hits = (await _search(store_client, q=q, session=sid))["hits"]
         assert kind in [h["kind"] for h in hits], q
         for hit in hits:
             if hit["kind"] == "title":
                 continue
-            shown = {e["seq"]: e for e in await _page(sc, sid, hit["before"])}
+            shown = {e["seq"]: e for e in await _page(store_client, sid, hit["before"])}
             assert hit["transcript_seq"] in shown, (q, hit)
             assert shown[hit["transcript_seq"]]["part"]["kind"] == shown_kind[hit["kind"]]
 
     async def agent_hit(q: str) -> dict[str, Any]:
-        hits = (await _search(sc, q=q, session=sid))["hits"]
+        hits = (await _search(store_client, q=q, session=sid))["hits"]
         return next(h for h in hits if h["kind"] not in ("prompt", "title"))
 
     assert (await agent_hit(new))["before"] is None
     assert (await agent_hit(old))["before"] is not None
     # The tool call's hit is its terminal row, the one the page keeps after projection.
     hit = await agent_hit(tool)
-    row = {e["seq"]: e for e in await _page(sc, sid, hit["before"])}[hit["transcript_seq"]]
+    row = {e["seq"]: e for e in await _page(store_client, sid, hit["before"])}[
+        hit["transcript_seq"]
+    ]
     assert row["part"]["status"] == "completed" and tool in row["part"]["title"]
 
 
-async def test_title_hits_and_the_session_filter(sc: Client, workdir: Path) -> None:
+async def test_title_hits_and_the_session_filter(store_client: Client, workdir: Path) -> None:
     word = _word()
-    one = (await sc.new_session(workdir))["id"]
-    two = (await sc.new_session(workdir))["id"]
-    await _turn(sc, one, f"Plan the {word} migration")  # the first prompt titles the session
-    await _turn(sc, two, f"/text about {word}")
-    hits = (await _search(sc, q=word))["hits"]
+    one = (await store_client.new_session(workdir))["id"]
+    two = (await store_client.new_session(workdir))["id"]
+    await _turn(
+        store_client, one, f"Plan the {word} migration"
+    )  # the first prompt titles the session
+    await _turn(store_client, two, f"/text about {word}")
+    hits = (await _search(store_client, q=word))["hits"]
     assert {(h["session"], h["kind"]) for h in hits} == {
         (one, "title"),
         (one, "prompt"),
@@ -169,20 +157,22 @@ async def test_title_hits_and_the_session_filter(sc: Client, workdir: Path) -> N
     }
     title = next(h for h in hits if h["kind"] == "title")
     assert title["transcript_seq"] is None and title["before"] is None
-    only = (await _search(sc, q=word, session=two))["hits"]
+    only = (await _search(store_client, q=word, session=two))["hits"]
     assert {h["session"] for h in only} == {two} and len(only) == 3
-    resp = await sc.http.get("/v1/search", params={"q": word, "session": "no-such-session"})
+    resp = await store_client.http.get(
+        "/v1/search", params={"q": word, "session": "no-such-session"}
+    )
     assert resp.status_code == 404 and resp.json()["code"] == "no_such_session"
     # A deleted session's hits are gone with it.
-    assert (await sc.http.delete(f"/v1/sessions/{two}")).status_code in (200, 202, 204)
-    assert {h["session"] for h in (await _search(sc, q=word))["hits"]} == {one}
+    assert (await store_client.http.delete(f"/v1/sessions/{two}")).status_code in (200, 202, 204)
+    assert {h["session"] for h in (await _search(store_client, q=word))["hits"]} == {one}
 
 
-async def test_cursor_pages_through_every_hit_once(sc: Client, workdir: Path) -> None:
+async def test_cursor_pages_through_every_hit_once(store_client: Client, workdir: Path) -> None:
     word = _word()
-    sid = (await sc.new_session(workdir))["id"]
+    sid = (await store_client.new_session(workdir))["id"]
     for i in range(3):
-        await _turn(sc, sid, f"/text {word} number {i}\n/think {word} thinking {i}")
+        await _turn(store_client, sid, f"/text {word} number {i}\n/think {word} thinking {i}")
     seen: list[tuple[str, int | None]] = []
     cursor: str | None = None
     pages = 0
@@ -190,7 +180,7 @@ async def test_cursor_pages_through_every_hit_once(sc: Client, workdir: Path) ->
         params: dict[str, Any] = {"q": word, "session": sid, "limit": 2}
         if cursor is not None:
             params["cursor"] = cursor
-        data = await _search(sc, **params)
+        data = await _search(store_client, **params)
         assert len(data["hits"]) <= 2
         seen += [(h["kind"], h["transcript_seq"]) for h in data["hits"]]
         pages += 1
@@ -203,21 +193,23 @@ async def test_cursor_pages_through_every_hit_once(sc: Client, workdir: Path) ->
     assert kinds == ["prompt"] * 3 + ["text"] * 3 + ["thought"] * 3 + ["title"]
 
 
-async def test_a_message_is_found_while_it_streams(sc: Client, workdir: Path) -> None:
+async def test_a_message_is_found_while_it_streams(store_client: Client, workdir: Path) -> None:
     word = _word()
-    sid = (await sc.new_session(workdir))["id"]
-    async with EventReader(sc, session=sid) as stream:
+    sid = (await store_client.new_session(workdir))["id"]
+    async with EventReader(store_client, session=sid) as stream:
         await stream.frame()
         assert (
-            await sc.prompt(sid, f"/text streaming {word[:4]}\n/text {word[4:]}\n/hang")
+            await store_client.prompt(sid, f"/text streaming {word[:4]}\n/text {word[4:]}\n/hang")
         ).status_code == 202
         await stream.until(lambda f: f.get("event") == "agent_text" and f["text"] == word[4:])
-        hits = (await _search(sc, q=f'"streaming {word}"', session=sid))["hits"]
+        hits = (await _search(store_client, q=f'"streaming {word}"', session=sid))["hits"]
         assert [h["kind"] for h in hits] == ["text"]
-        assert (await sc.http.post(f"/v1/sessions/{sid}/cancel", json={})).status_code < 300
+        assert (
+            await store_client.http.post(f"/v1/sessions/{sid}/cancel", json={})
+        ).status_code < 300
         await stream.until_event("turn_ended")
     # Once the turn is over the message is a document: still found, once.
-    hits = (await _search(sc, q=f'"streaming {word}"', session=sid))["hits"]
+    hits = (await _search(store_client, q=f'"streaming {word}"', session=sid))["hits"]
     assert [h["kind"] for h in hits] == ["text"]
 
 
@@ -234,7 +226,7 @@ async def test_a_message_is_found_while_it_streams(sc: Client, workdir: Path) ->
         ({"q": "word", "cursor": "not-a-cursor"}, "invalid_cursor"),
     ],
 )
-async def test_bad_queries_are_422(sc: Client, params: dict[str, str], code: str) -> None:
-    resp = await sc.http.get("/v1/search", params=params)
+async def test_bad_queries_are_422(store_client: Client, params: dict[str, str], code: str) -> None:
+    resp = await store_client.http.get("/v1/search", params=params)
     assert resp.status_code == 422, resp.text
     assert resp.json()["code"] == code

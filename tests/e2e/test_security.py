@@ -10,7 +10,7 @@ import os
 import resource
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -20,7 +20,18 @@ import pytest
 
 from tests.conftest import LiveServer, ServerFactory, SSEClient
 
-OpenStream = Callable[..., Awaitable[SSEClient]]
+OpenStream = Callable[..., Coroutine[Any, Any, SSEClient]]
+
+
+class _Recording(logging.Handler):
+    """Keeps every record it is handed."""
+
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def _problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -249,8 +260,7 @@ def test_repeated_errors_are_logged_once_per_interval(servers: ServerFactory):
     """Fifty malformed requests leave one warning line, not fifty."""
     live = servers.start()
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = _Recording(records)
     logger = logging.getLogger("uvicorn.error")
     logger.addHandler(handler)
     try:
@@ -283,12 +293,11 @@ def test_access_log_redacts_credentials(servers: ServerFactory):
     """The access log line of `?ticket=` shows the parameter, never the ticket itself."""
     live = servers.start()
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = _Recording(records)
     logger = logging.getLogger("uvicorn.access")
     live.server.config.access_log = True
     for protocol in list(live.server.server_state.connections):
-        protocol.access_log = True
+        protocol.access_log = True  # type: ignore[union-attr]  # HTTP connections only, here
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)

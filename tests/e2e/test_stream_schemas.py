@@ -17,7 +17,7 @@ import jsonschema_rs
 from c2.api.app import create_app
 from c2.api.frames import StreamFrame
 from c2.api.openapi import document
-from c2.core.protocol import Event
+from c2.core.protocol.events import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
 from tests.gitrepos import git

@@ -14,7 +14,7 @@ async def run_turn(client: Client, stream: EventReader, sid: str, text: str) -> 
 
 
 async def session_with_turns(client: Client, workdir: Path, turns: int) -> str:
-    sid = (await client.new_session(workdir))["id"]
+    sid: str = (await client.new_session(workdir))["id"]
     async with EventReader(client, session=sid) as stream:
         await stream.frame()
         for i in range(turns):

@@ -4,35 +4,13 @@ budget action (issue 15, part 2)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.contract.pg import STORES, running_server
-from tests.e2e.harness import C2Process, Client, EventReader
-
-
-@pytest.fixture(
-    params=STORES,
-    scope="module",
-)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[C2Process]:
-    """One server per store for this module; tests read sums since their own start."""
-    home = tmp_path_factory.mktemp("c2usage") / "home"
-    with running_server(request.param, home, "c2_usage") as c2:
-        yield c2
-
-
-@pytest.fixture
-async def usage_client(server: C2Process) -> AsyncIterator[Client]:
-    c = Client(server)
-    yield c
-    await c.aclose()
+from tests.e2e.harness import Client, EventReader
 
 
 async def _turn(client: Client, sid: str, script: str) -> list[dict[str, Any]]:
@@ -69,10 +47,10 @@ def _crossings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == "budget_exceeded"]
 
 
-async def test_usage_sums_per_session_provider_and_day(usage_client: Client, workdir: Path) -> None:
+async def test_usage_sums_per_session_provider_and_day(store_client: Client, workdir: Path) -> None:
     """Each turn's tokens and cost (the increase of the cumulative cost) are summed per
     session, provider and UTC day; a session's listing shows its turns; since filters."""
-    client = usage_client
+    client = store_client
     start = datetime.now(UTC).isoformat()  # other tests' turns ended before this one started
     a = (await client.new_session(workdir))["id"]
     b = (await client.new_session(workdir))["id"]
@@ -124,9 +102,9 @@ async def test_usage_sums_per_session_provider_and_day(usage_client: Client, wor
     assert future == []
 
 
-async def test_usage_rejects_bad_queries(usage_client: Client) -> None:
+async def test_usage_rejects_bad_queries(store_client: Client) -> None:
     """No group_by and no session, a since without offset: 422; an unknown session: 404."""
-    client = usage_client
+    client = store_client
     resp = await client.http.get("/v1/usage")
     assert resp.status_code == 422 and resp.json()["code"] == "invalid_usage_query"
     resp = await client.http.get("/v1/usage", params={"group_by": "day", "since": "2026-01-01"})
@@ -144,9 +122,9 @@ async def test_usage_rejects_bad_queries(usage_client: Client) -> None:
     assert resp.status_code == 422
 
 
-async def test_budget_warn_emits_budget_exceeded_once(usage_client: Client, workdir: Path) -> None:
+async def test_budget_warn_emits_budget_exceeded_once(store_client: Client, workdir: Path) -> None:
     """A `warn` budget announces its crossing once (mid-turn, on cost) and refuses nothing."""
-    client = usage_client
+    client = store_client
     sid = (await client.new_session(workdir))["id"]
     budget = await _budget(client, sid, max_cost=0.3, action="warn")
     assert budget["used"] == {"cost": 0.0, "tokens": 0}
@@ -167,11 +145,11 @@ async def test_budget_warn_emits_budget_exceeded_once(usage_client: Client, work
 
 
 async def test_budget_refuse_new_turns_refuses_prompts_with_figures(
-    usage_client: Client, workdir: Path
+    store_client: Client, workdir: Path
 ) -> None:
     """Over a `refuse_new_turns` token budget the next prompt is a 409 `budget_exceeded`
     carrying limit and used; raising the budget lets prompts in again."""
-    client = usage_client
+    client = store_client
     sid = (await client.new_session(workdir))["id"]
     await _budget(client, sid, max_tokens=100, action="refuse_new_turns")
     events = await _turn(client, sid, "/spend 80 30 -")
@@ -189,11 +167,11 @@ async def test_budget_refuse_new_turns_refuses_prompts_with_figures(
 
 
 async def test_budget_cancel_running_cancels_on_cost_mid_turn(
-    usage_client: Client, workdir: Path
+    store_client: Client, workdir: Path
 ) -> None:
     """A `cancel_running` cost budget crossed mid-turn ends that turn `cancelled`, and the
     session takes no new turn while over it."""
-    client = usage_client
+    client = store_client
     sid = (await client.new_session(workdir))["id"]
     await _budget(client, sid, max_cost=1.0, action="cancel_running")
     events = await _turn(client, sid, "/spend 10 0 2.5 USD\n/hang")
@@ -204,11 +182,11 @@ async def test_budget_cancel_running_cancels_on_cost_mid_turn(
 
 
 async def test_budget_cancel_running_on_tokens_at_turn_end(
-    usage_client: Client, workdir: Path
+    store_client: Client, workdir: Path
 ) -> None:
     """A token budget crossed by the usage of the prompt response (the turn's end) still ends
     that turn `cancelled`."""
-    client = usage_client
+    client = store_client
     sid = (await client.new_session(workdir))["id"]
     await _budget(client, sid, max_tokens=50, action="cancel_running")
     events = await _turn(client, sid, "/spend 40 20 -")
@@ -217,10 +195,10 @@ async def test_budget_cancel_running_on_tokens_at_turn_end(
 
 
 async def test_device_budget_is_copied_onto_sessions_it_creates(
-    usage_client: Client, workdir: Path
+    store_client: Client, workdir: Path
 ) -> None:
     """A device's default budget applies to the sessions that device creates afterwards."""
-    client = usage_client
+    client = store_client
     earlier = (await client.new_session(workdir))["id"]
     devices = (await client.http.get("/v1/devices")).json()
     device = devices[0]["id"]

@@ -26,16 +26,33 @@ SECRET = "whsec-test-0123456789"
 FAST = {"C2_WEBHOOK_BACKOFF_SCALE": "0.01"}
 
 
+@pytest.fixture(params=STORES, scope="module")
+def shared_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[C2Process]:
+    """One server per store for the module's tests; each starts with no webhook (`client`)."""
+    home = tmp_path_factory.mktemp("c2hooks") / "home"
+    with running_server(request.param, home, "c2_hooks", env=FAST) as c2:
+        yield c2
+
+
 @pytest.fixture(params=STORES)
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C2Process]:
-    """A server of this test's own (tests restart it and count its webhooks' deliveries)."""
+def own_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C2Process]:
+    """A server of this test's own (it is killed and restarted)."""
     with running_server(request.param, tmp_path / "home", "c2_hooks", env=FAST) as c2:
         yield c2
 
 
 @pytest.fixture
-async def client(server: C2Process) -> AsyncIterator[Client]:
-    c = Client(server)
+async def client(shared_server: C2Process) -> AsyncIterator[Client]:
+    """A client of the shared server on which no webhook exists (an earlier test's webhooks
+    and their pending deliveries are deleted), so a test counts only its own deliveries."""
+    c = Client(shared_server)
+    listed = await c.http.get("/v1/webhooks")
+    assert listed.status_code == 200, listed.text
+    for hook in listed.json()["webhooks"]:
+        gone = await c.http.delete(f"/v1/webhooks/{hook['id']}")
+        assert gone.status_code == 204, gone.text
     yield c
     await c.aclose()
 
@@ -254,8 +271,9 @@ async def test_ten_failures_disable_the_webhook_until_re_enabled(
 
 
 async def test_pending_deliveries_survive_a_killed_server(
-    server: C2Process, receiver: Receiver, tmp_path: Path
+    own_server: C2Process, receiver: Receiver, tmp_path: Path
 ):
+    server = own_server
     client = Client(server)
     try:
         hook = await _hook(client, receiver.url, ["session_created"])

@@ -22,6 +22,7 @@ async def test_baseline_picker_shows_current_and_origin_default(
     resp = await client.http.get("/v1/worktree-baselines", params={"cwd": str(repo.cwd)})
     assert resp.status_code == 200, resp.text
     current, origin = resp.json()
+    assert repo.origin_sha is not None
     assert current["kind"] == "current" and current["unavailable_reason"] is None
     assert current["resolved"]["ref"] == "main" and current["resolved"]["sha"] == repo.head_sha
     assert origin["resolved"]["ref"] == "refs/remotes/origin/main"
@@ -58,6 +59,7 @@ async def test_origin_default_pin_uses_the_stale_local_ref(client: Client, tmp_p
     """origin_default with a matching pin checks out the local origin ref, never fetching."""
     repo = make_repo(tmp_path)
     repo.advance_origin()  # the remote moved; our local ref is stale but valid
+    assert repo.origin_sha is not None
     resp = await create(
         client, repo.cwd, worktree_base="origin_default", worktree_base_sha=repo.origin_sha
     )

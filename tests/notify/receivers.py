@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import anyio
 
@@ -85,7 +85,7 @@ class Receiver:
                 await anyio.sleep(0.02)
         return self.snapshot()
 
-    def __enter__(self) -> Receiver:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

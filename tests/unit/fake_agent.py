@@ -24,16 +24,9 @@ from c2.core.agents.updates import (
     TextChunk,
 )
 from c2.core.engine import Engine
-from c2.core.protocol import (
-    AuthMethodInfo,
-    ConfigOption,
-    ModelsState,
-    ModesState,
-    NewSessionOp,
-    PromptOp,
-    StopReason,
-    TextBlock,
-)
+from c2.core.protocol.ops import NewSessionOp, PromptOp, TextBlock
+from c2.core.protocol.state import AuthMethodInfo, ConfigOption, ModelsState, ModesState
+from c2.core.protocol.values import StopReason
 from c2.core.store.database import Store, sqlite_url
 from c2.core.store.events import CommittedEvent
 
@@ -64,6 +57,7 @@ class FakeAgent:
     mcp_http: bool = False
     mcp_sse: bool = False
     auth_methods: tuple[AuthMethodInfo, ...] = ()
+    refuse_switch: bool = False  # set_model / set_mode answer an ACP error
     pid: int = 0
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
@@ -142,9 +136,13 @@ class FakeAgent:
 
     async def set_model(self, acp_session_id: str, model_id: str) -> None:
         self.calls.append(("set_model", acp_session_id, model_id))
+        if self.refuse_switch:
+            raise AgentError("no such model here")
 
     async def set_mode(self, acp_session_id: str, mode_id: str) -> None:
         self.calls.append(("set_mode", acp_session_id, mode_id))
+        if self.refuse_switch:
+            raise AgentError("no such mode here")
 
     async def set_config_option(
         self, acp_session_id: str, config_id: str, value: str

@@ -15,7 +15,8 @@ from c2.core.agents.translate import (
 )
 from c2.core.agents.updates import ToolCallUpdate, TurnUsage, UsageUpdate
 from c2.core.permissions import Decision, automatic_answer, is_stricter
-from c2.core.protocol import Cost, ExecutionPolicy, PermissionMode, SandboxPolicy
+from c2.core.protocol.events import Cost
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 
 CLAUDE_OPTIONS = [
     ("allow_always", "Always Allow", "allow_always"),

@@ -1,4 +1,5 @@
-"""ACP session/update, permission, model and config-option translation (§3.8, §8.4)."""
+"""ACP session/update, permission, model and config-option translation (docs/protocol.md
+§3.8, §8.4)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from c2.core.agents.agent_input import (
 )
 from c2.core.agents.translate import (
     TOOL_MEMORY_LIMIT,
-    InvalidParams,
+    InvalidParamsError,
     UpdateTranslator,
     parse_config_options,
     parse_models,
@@ -29,7 +30,7 @@ from c2.core.agents.updates import (
     ToolCallUpdate,
     UsageUpdate,
 )
-from c2.core.protocol import StopReason
+from c2.core.protocol.values import StopReason
 
 
 def chunk(text: str, variant: str = "agent_message_chunk", **extra: Any) -> dict[str, Any]:
@@ -230,8 +231,8 @@ def test_permission_ask_title_fallbacks() -> None:
     [None, {"toolCall": {}, "options": []}, {"toolCall": {"toolCallId": "t"}, "options": [{}]}],
 )
 def test_permission_ask_rejects_malformed_params(params: object) -> None:
-    """Malformed permission params raise InvalidParams (answered -32602)."""
-    with pytest.raises(InvalidParams):
+    """Malformed permission params raise InvalidParamsError (answered -32602)."""
+    with pytest.raises(InvalidParamsError):
         UpdateTranslator().permission_ask(params)
 
 

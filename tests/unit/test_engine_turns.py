@@ -16,24 +16,20 @@ from c2.core.errors import (
     PermissionNotPendingError,
     SessionNotFoundError,
     TurnAlreadyRunningError,
+    UnknownModeError,
     UnknownModelError,
 )
 from c2.core.outcomes import PromptAccepted
-from c2.core.protocol import (
+from c2.core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
-    ModeChoice,
-    ModelChoice,
-    ModelsState,
-    ModesState,
-    PermissionMode,
-    SandboxPolicy,
     SetConfigOptionOp,
     SetExecutionPolicyOp,
     SetModelOp,
     SetModeOp,
-    StopReason,
 )
+from c2.core.protocol.state import ModeChoice, ModelChoice, ModelsState, ModesState
+from c2.core.protocol.values import PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 MODELS = ModelsState(
@@ -177,6 +173,35 @@ async def test_set_mode_applies_live_and_set_config_needs_an_agent(tmp_path: Pat
         await h.engine.live.close(live)
         with pytest.raises(OperationFailedError):
             await h.engine.submit(SetConfigOptionOp(session=sid, config_id="x", value="y"))
+
+
+async def test_model_and_mode_switch_offline_and_report_refusals(tmp_path: Path) -> None:
+    """Model and mode switches share one step: an unknown choice is refused naming the offered
+    ones (non-terminal `error`); without a running agent the choice is only recorded (the
+    agent gets it at revival) and announced; an agent refusing it is operation_failed."""
+    async with running(tmp_path, FakeAgents(models=MODELS, modes=MODES)) as h:
+        sid = await h.new_session()
+        with pytest.raises(UnknownModeError, match=r"'fast' is not one of .* \(code, plan\)"):
+            await h.engine.submit(SetModeOp(session=sid, mode_id="fast", request_id="m1"))
+        refused = h.of("error", sid)[-1]
+        assert refused["code"] == "unknown_mode" and not refused["terminal"]
+        h.agents.last.refuse_switch = True
+        with pytest.raises(OperationFailedError, match="didn't switch to large: no such model"):
+            await h.engine.submit(SetModelOp(session=sid, model="large"))
+        with pytest.raises(OperationFailedError, match="didn't switch to mode plan"):
+            await h.engine.submit(SetModeOp(session=sid, mode_id="plan"))
+        live = h.engine.live.get(sid)
+        assert live is not None
+        await h.engine.live.close(live)
+        calls = len(h.agents.last.calls)
+        await h.engine.submit(SetModelOp(session=sid, model="large"))
+        await h.engine.submit(SetModeOp(session=sid, mode_id="plan"))
+        assert len(h.agents.last.calls) == calls  # nothing asked of a closed agent
+        assert h.of("models", sid)[-1]["current"] == "large"
+        assert h.of("modes", sid)[-1]["current"] == "plan"
+        snapshot = await h.engine.get_session(sid)
+        assert snapshot.model == "large" and snapshot.modes is not None
+        assert snapshot.modes.current == "plan"
 
 
 async def test_capacity_evicts_idle_agents_and_refuses_when_busy(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Host header parsing and the allowlist decision (API.md §2), without a server."""
+"""Host header parsing and the allowlist decision (docs/api.md §2), without a server."""
 
 from __future__ import annotations
 

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from c2.api.errors import status_of
+from c2.core.errors import InvalidMcpServerError, McpUnsupportedError
 from c2.core.mcp_servers import (
-    InvalidMcpServerError,
-    McpUnsupportedError,
     merge_mcp_servers,
     parse_mcp_servers,
     require_supported,

@@ -1,4 +1,4 @@
-"""The 27-cell permission decision (original-behaviour §2.1) at the cheapest level: the pure
+"""The 27-cell permission decision (docs/protocol.md §2.1) at the cheapest level: the pure
 table, and each cell through the real session handler with a scripted in-process agent
 (allowed and denied asks are answered without a trace, asked ones park until answered)."""
 
@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from c2.core.permissions import Decision, automatic_answer, decide
-from c2.core.protocol import (
-    AnswerPermissionOp,
-    ExecutionPolicy,
-    PermissionMode,
-    SandboxPolicy,
-    SetExecutionPolicyOp,
-    StopReason,
-)
+from c2.core.protocol.ops import AnswerPermissionOp, SetExecutionPolicyOp
+from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy, StopReason
 from tests.unit.fake_agent import FakeAgent, FakeAgents, running
 
 KINDS = {"read": "read", "mutating": "edit", "unknown": "other"}

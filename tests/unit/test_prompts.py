@@ -14,7 +14,8 @@ from c2.core.prompts import (
     display_text,
     title_from_text,
 )
-from c2.core.protocol import DocBlock, PromptPart, SessionRefBlock, SkillBlock, TextBlock
+from c2.core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBlock
+from c2.core.protocol.state import PromptPart
 from c2.core.session import SessionRecord
 from c2.core.skills import SkillLibrary
 from c2.core.store.database import Store, sqlite_url
@@ -80,7 +81,7 @@ def test_prompts_display_text_is_bounded_to_400_scalars() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Titles (original-behaviour §8.3)
+# Titles (docs/protocol.md §8.3)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Provider registry: built-in launch specs, providers.toml overrides, availability (API.md §7)."""
+"""Provider registry: built-in launch specs, providers.toml overrides, availability
+(docs/api.md §7)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from pathlib import Path
 import pytest
 
 from c2.api.errors import status_of
-from c2.core.errors import DomainError
-from c2.core.protocol import BUILTIN_PROVIDERS, CustomProvider, provider_key
+from c2.core.errors import DomainError, ProviderUnavailableError, UnknownProviderError
+from c2.core.protocol.values import BUILTIN_PROVIDERS, CustomProvider, provider_key
 from c2.core.providers import (
     DEMO_KEY,
     ProviderConfigError,
     ProviderRegistry,
-    ProviderUnavailableError,
-    UnknownProviderError,
 )
 
 BUILTIN_ARGV = {
@@ -37,7 +36,7 @@ def write_toml(home: Path, text: str) -> None:
 
 
 def test_providers_builtins_have_the_documented_launch_specs(tmp_path: Path) -> None:
-    """The nine built-ins launch exactly as API.md §7 says, with display names."""
+    """The nine built-ins launch exactly as docs/api.md §7 says, with display names."""
     registry = ProviderRegistry.load(tmp_path)
     assert set(BUILTIN_ARGV) == set(BUILTIN_PROVIDERS)
     for key, argv in BUILTIN_ARGV.items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from c2.core.errors import InvalidQueryError
 from c2.core.search.query import (
-    InvalidQueryError,
     Matcher,
     Term,
     parse,

@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event
 
 from c2.core.errors import TranscriptCursorError
 from c2.core.outcomes import TranscriptPage
-from c2.core.protocol import (
+from c2.core.protocol.state import (
     Part,
     PlanPart,
     PromptPart,
@@ -136,7 +136,8 @@ def test_transcript_cursor_must_be_a_user_row_of_the_session(
 
 
 def test_transcript_cursor_on_an_empty_session_is_rejected(store: Store) -> None:
-    """A cursor into a session without rows names no user row, so it is rejected (API.md §4)."""
+    """A cursor into a session without rows names no user row, so it is rejected
+    (docs/api.md §4)."""
     with pytest.raises(TranscriptCursorError):
         page(store, before=0)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from c2.core.errors import DomainError
-from c2.core.protocol import Cost
+from c2.core.protocol.events import Cost
 from c2.core.store.usage import Budget, TurnUsageRecord
 from c2.core.usage import cost_changes, is_over, parse_since, summed
 

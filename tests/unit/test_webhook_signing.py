@@ -5,19 +5,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from typing import Any
 
 import pytest
 
+from c2.core.errors import InvalidWebhookUrlError, UnknownEventError
 from c2.core.notify.payloads import event_kind, push_topic, webhook_body
 from c2.core.notify.webhooks import (
-    InvalidWebhookUrlError,
-    UnknownEventError,
     check_events,
     check_url,
     retry_delay,
     sign,
 )
-from c2.core.protocol import PermissionRequest, TurnEnded
+from c2.core.protocol.events import PermissionRequest, TurnEnded
 
 
 def test_signature_is_hmac_sha256_of_timestamp_dot_body():
@@ -69,7 +69,7 @@ def test_payload_carries_ids_titles_and_kinds_only_unless_content_is_included():
         session="s1", request_id="r1", title="Run it", options=[("a", "Allow")], tool_kind="execute"
     )
     assert event_kind(ev.encode()) == "permission_request"
-    common = {
+    common: dict[str, Any] = {
         "delivery_id": "d",
         "webhook_id": "w",
         "seq": 7,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from c2.core.protocol import WorktreeBase, WorktreeBaseline
+from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
 from c2.core.worktrees import (
     BaselineChangedError,
     CreatedWorktree,

@@ -119,6 +119,7 @@ def test_worktree_session_pins_the_baseline_then_discard_and_delete(
     start = dialog.get_by_role("radiogroup", name="Start from")
     head = repo.git("rev-parse", "HEAD")
     expect(start).to_contain_text(head[:8])
+    assert repo.origin_sha is not None
     expect(start).to_contain_text(repo.origin_sha[:8])
     start.get_by_role("radio").last.check()  # origin's default branch
     dialog.get_by_role("button", name="Create").click()

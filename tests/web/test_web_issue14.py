@@ -71,8 +71,8 @@ def read(path: Path) -> str:
 def test_a_turns_changes_all_changes_and_a_running_turns_so_far(
     page: Page, c2: C2Process, tmp_path: Path
 ):
-    """ "Changes" on a finished turn lists an added and a modified file with their +/- lines
-    coloured (file content stays text), "All changes" the session's, and a running turn's
+    """The "Changes" control on a finished turn lists an added and a modified file with their
+    +/- lines coloured (file content stays text), "All changes" the session's, and a running turn's
     diff says "so far"."""
     repo = make_repo(tmp_path, with_origin=False)
     session = worktree_session(c2, repo)
@@ -130,7 +130,7 @@ def test_a_turns_changes_all_changes_and_a_running_turns_so_far(
 
 
 def test_rewind_refusals_force_and_undo(page: Page, c2: C2Process, tmp_path: Path):
-    """ "Rewind to here" restores turn 1's files and shows the rewind with "Undo rewind",
+    """The "Rewind to here" control restores turn 1's files and shows the rewind with "Undo rewind",
     which brings turn 2's back; outside changes are listed with "Rewind anyway"; a rewind
     while a turn runs says so; the rewinds stay in the conversation after a reload."""
     repo = make_repo(tmp_path, with_origin=False)
@@ -181,9 +181,9 @@ def test_rewind_refusals_force_and_undo(page: Page, c2: C2Process, tmp_path: Pat
 def test_fork_from_a_turn_opens_the_child_with_lineage_and_primed_mark(
     page: Page, c2: C2Process, tmp_path: Path
 ):
-    """ "Fork from here" on turn 1 of 2 opens the child, titled "(fork)", with "forked from
-    <parent> at turn 1" linking back and the parent's files of turn 1; its first turn is
-    marked as primed from the parent (the scripted agent cannot fork its own session)."""
+    """The "Fork from here" control on turn 1 of 2 opens the child, titled "(fork)", with
+    "forked from <parent> at turn 1" linking back and the parent's files of turn 1; its first
+    turn is marked as primed from the parent (the scripted agent cannot fork its own session)."""
     repo = make_repo(tmp_path, with_origin=False)
     parent = worktree_session(c2, repo)
     pid = parent["id"]
@@ -264,12 +264,12 @@ def test_queue_edit_remove_pause_on_cancel_resume_in_order_in_two_tabs(
         assert view["paused"] is True and view["pause_reason"] == "cancelled"
         assert [i["doc"][0]["text"] for i in view["items"]] == ["/text q-one", "/text q-two-edited"]
         mirror.get_by_role("button", name="Resume").click()
-        for tab in (page, other):
-            expect(turns(tab)).to_have_count(3)
-            expect(tab.get_by_role("region", name="Queue")).to_have_count(0)
-            expect(turns(tab).nth(1).locator(".prompt")).to_have_text("/text q-one")
-            expect(turns(tab).nth(2).locator(".prompt")).to_have_text("/text q-two-edited")
-            expect(turns(tab).nth(2).locator(".reply")).to_contain_text("q-two-edited")
+        for view in (page, other):
+            expect(turns(view)).to_have_count(3)
+            expect(view.get_by_role("region", name="Queue")).to_have_count(0)
+            expect(turns(view).nth(1).locator(".prompt")).to_have_text("/text q-one")
+            expect(turns(view).nth(2).locator(".prompt")).to_have_text("/text q-two-edited")
+            expect(turns(view).nth(2).locator(".reply")).to_contain_text("q-two-edited")
     finally:
         other.close()
     with api(c2) as client:

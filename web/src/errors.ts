@@ -1,5 +1,5 @@
 /**
- * A clear sentence for every problem `code` c2 answers with (API.md §1), for people who never
+ * A clear sentence for every problem `code` c2 answers with (docs/api.md §1), for people who never
  * read the API: what happened and what to do. Unknown codes fall back to the problem's detail.
  */
 

@@ -1,5 +1,6 @@
 /**
- * A typed, reconnecting reader of c2's `GET /v1/events` (API.md §6), beside the generated client.
+ * A typed, reconnecting reader of c2's `GET /v1/events` (docs/api.md §6), beside the generated
+ * client.
  *
  * Yields `StreamFrame`s (narrow on `frame.kind`, then `frame.event.event`). Each connection
  * authenticates with a freshly minted single-use stream ticket; after a drop or a server restart

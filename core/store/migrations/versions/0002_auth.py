@@ -1,4 +1,4 @@
-"""Device auth: paired devices, pairing tokens, stream tickets (API.md §2).
+"""Device auth: paired devices, pairing tokens, stream tickets (docs/api.md §2).
 
 Revision ID: 0002_auth
 Revises: 0001_core
