@@ -3,6 +3,9 @@
 Secrets carry 256 bits of entropy and are stored only as sha256 digests. A verified bearer is
 cached for a few seconds so a request costs no database read; last-seen times are kept in
 memory and flushed in batches (at most one write per device per flush interval).
+
+Over 300 lines: pairing, bearers, tickets and revocation share the one bearer cache and the
+pairing-attempt limit, whose invalidation rules are only checkable read together.
 """
 
 from __future__ import annotations

@@ -228,6 +228,7 @@ def _every_field_set() -> SessionRecord:
         forked_from=ForkedFrom(session="s-parent", turn=2),
         prime=True,
         archived=True,
+        owner="member-1",
         created_at=moment,
         updated_at=moment + timedelta(seconds=1),
     )
