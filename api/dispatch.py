@@ -1,8 +1,8 @@
 """The one op dispatcher behind `POST /v1/ops` and every resource endpoint (API.md §1, §3).
 
 It submits the op to the engine through idempotent retry (core/idempotent.py: first outcome
-per device and request_id for 24 h, 409 on a different body) and maps the outcome type to a
-status code.
+per device and request_id for 24 h, 409 on a different body, kept in the op's own
+transaction) and maps the outcome type to a status code.
 An accepted op runs to completion even when its client disconnects.
 """
 
@@ -122,8 +122,16 @@ class OpDispatcher:
             first.append(reply)
             return Reply(reply.status, reply.body.decode("utf-8"))
 
+        def render(outcome: object) -> Reply:
+            # The reply a write completing the op keeps with its effect (core/idempotent.py).
+            if isinstance(outcome, DomainError):
+                reply = self._problem(outcome, op, request_id)
+            else:
+                reply = self._reply(outcome, request_id)
+            return Reply(reply.status, reply.body.decode("utf-8"))
+
         try:
-            kept, replayed = await self._idempotent.once(op, device_id, request_id, perform)
+            kept, replayed = await self._idempotent.once(op, device_id, request_id, perform, render)
         except RequestIdReusedError as err:
             return self._problem(err, op, request_id)
         if not replayed:
@@ -136,6 +144,10 @@ class OpDispatcher:
             outcome = await self._engine.submit(op, actor)
         except DomainError as err:
             return self._problem(err, op, request_id)
+        return self._reply(outcome, request_id)
+
+    @staticmethod
+    def _reply(outcome: object, request_id: str | None) -> OpReply:
         headers = {"Request-Id": header_text(request_id)} if request_id else {}
         return OpReply(outcome_status(outcome), json_bytes(outcome_json(outcome)), headers)
 

@@ -149,6 +149,7 @@ class ForkService:
                 uow.emit(created_event)
                 for event in state:
                     uow.emit(event)
+                uow.answer(child.snapshot())  # the 201, kept with the fork (idempotency)
 
             try:
                 await self._store.write(persist)

@@ -149,6 +149,7 @@ class SessionLifecycle:
                 uow.emit(created_event)
                 for event in state:
                     uow.emit(event)
+                uow.answer(record.snapshot())  # the 201, kept with the session (idempotency)
 
             try:
                 await self._store.write(persist)

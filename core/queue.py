@@ -39,7 +39,8 @@ from c2.core.protocol import (
     TurnEnded,
 )
 from c2.core.session import utcnow
-from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.idempotency import outside_op
 from c2.core.store.queue import QueueRepository, StoredItem
 from c2.core.supervisor import Supervisor
 
@@ -72,6 +73,12 @@ def _items(stored: list[StoredItem]) -> list[QueueItem]:
         )
         for i, s in enumerate(stored)
     ]
+
+
+def _view(repo: QueueRepository, session: str) -> QueueView:
+    reason = repo.paused(session)
+    items = _items(repo.items(session))
+    return QueueView(session=session, paused=reason is not None, pause_reason=reason, items=items)
 
 
 def _doc_json(doc: object) -> str:
@@ -108,7 +115,9 @@ class FollowUpQueue:
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
             added = next(i for i in items if i.id == item_id)
-            return Queued(**added.model_dump())
+            queued = Queued(**added.model_dump())
+            uow.answer(queued)  # the 201, kept with the item (idempotency)
+            return queued
 
         item = await self._store.write(write)
         self._waiting.add(live.id)
@@ -118,15 +127,7 @@ class FollowUpQueue:
     async def view(self, session: str) -> QueueView:
         live = await self._live.load(session)
 
-        def read(r: ReadUnit) -> QueueView:
-            repo = QueueRepository(r.conn)
-            reason = repo.paused(live.id)
-            items = _items(repo.items(live.id))
-            return QueueView(
-                session=live.id, paused=reason is not None, pause_reason=reason, items=items
-            )
-
-        return await self._store.read(read)
+        return await self._store.read(lambda r: _view(QueueRepository(r.conn), live.id))
 
     async def edit(self, op: EditQueuedOp) -> QueueItem:
         live = await self._live.load(op.session, op.request_id)
@@ -142,14 +143,16 @@ class FollowUpQueue:
                 )
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
-            return next(i for i in items if i.id == op.item)
+            edited = next(i for i in items if i.id == op.item)
+            uow.answer(edited)
+            return edited
 
         return await self._store.write(write)
 
     async def remove(self, op: RemoveQueuedOp) -> QueueView:
         live = await self._live.load(op.session, op.request_id)
 
-        def write(uow: UnitOfWork) -> None:
+        def write(uow: UnitOfWork) -> QueueView:
             repo = QueueRepository(uow.conn)
             if not repo.remove(live.id, op.item):
                 raise QueueItemNotFoundError(
@@ -157,10 +160,12 @@ class FollowUpQueue:
                     session=live.id,
                     request_id=op.request_id,
                 )
-            uow.emit(QueueChanged(session=live.id, items=_items(repo.items(live.id))))
+            left = _view(repo, live.id)
+            uow.emit(QueueChanged(session=live.id, items=left.items))
+            uow.answer(left)
+            return left
 
-        await self._store.write(write)
-        view = await self.view(live.id)
+        view = await self._store.write(write)
         if not view.items:
             self._waiting.discard(live.id)
         return view
@@ -181,7 +186,12 @@ class FollowUpQueue:
     # -- running items ------------------------------------------------------------------------
 
     async def advance(self, live: LiveSession) -> None:
-        """Start the next item when the session is idle and its queue is not paused."""
+        """Start the next item when the session is idle and its queue is not paused. An op
+        that advances the queue (append, resume) answers for itself, not for the turn."""
+        with outside_op():
+            await self._advance(live)
+
+    async def _advance(self, live: LiveSession) -> None:
         if live.id not in self._waiting or live.turn is not None or is_busy(live.record.activity):
             return
 

@@ -74,14 +74,25 @@ class SessionOptions:
         sandbox: SandboxPolicy | None,
         request_id: str | None,
     ) -> PolicyResult:
-        """Atomic two-axis write: persisted, applied live, then broadcast (§2.3)."""
+        """Atomic two-axis write: persisted and broadcast in one transaction, applied live
+        (§2.3)."""
         live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy
             policy = ExecutionPolicy(mode=mode or current.mode, sandbox=sandbox or current.sandbox)
             record = live.record.evolve(policy=policy)
+            changed = ExecutionPolicyChanged(
+                session=session_id, policy=policy, request_id=request_id
+            )
+            result = PolicyResult(session=session_id, policy=policy, request_id=request_id)
+
+            def persist(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("policy",))
+                uow.emit(changed)
+                uow.answer(result)
+
             try:
-                await self._store.write(lambda uow: uow.sessions.update(record, ("policy",)))
+                await self._store.write(persist)
             except Exception as exc:
                 error = OperationFailedError(
                     f"couldn't persist execution policy: {exc}",
@@ -93,10 +104,7 @@ class SessionOptions:
             live.record = live.record.evolve(policy=policy)
             if live.agent_grants and is_stricter(current, policy):
                 live.needs_acp_restart = True  # the agent's own grants must not outlive this
-            await self._reporter.emit(
-                ExecutionPolicyChanged(session=session_id, policy=policy, request_id=request_id)
-            )
-        return PolicyResult(session=session_id, policy=policy, request_id=request_id)
+        return result
 
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
@@ -128,8 +136,9 @@ class SessionOptions:
                 record = live.record.evolve(model=op.model, models=current)
             changed_options = record.config_options != live.record.config_options
             fields = ("model", "models") + (("config_options",) if changed_options else ())
-            await self._persist(live, record, fields)
-        return ModelResult(session=op.session, current=op.model)
+            result = ModelResult(session=op.session, current=op.model)
+            await self._persist(live, record, fields, result)
+        return result
 
     async def set_mode(self, op: SetModeOp) -> ModeResult:
         """`session/set_mode` for one of the agent's modes; persisted, broadcast as `modes`;
@@ -161,15 +170,16 @@ class SessionOptions:
             else:
                 record = live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
             changed_options = record.config_options != live.record.config_options
-            await self._persist(
-                live, record, ("modes",) + (("config_options",) if changed_options else ())
-            )
-        return ModeResult(session=op.session, current=op.mode_id)
+            result = ModeResult(session=op.session, current=op.mode_id)
+            fields = ("modes",) + (("config_options",) if changed_options else ())
+            await self._persist(live, record, fields, result)
+        return result
 
     async def _persist(
-        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...]
+        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...], result: object
     ) -> None:
-        """Write `fields` of `record` with the state events they change; then adopt them."""
+        """Write `fields` of `record` with the state events they change and the op's `result`
+        (its idempotent reply); then adopt them."""
         events = [
             ev
             for ev in state_events(record)
@@ -182,6 +192,7 @@ class SessionOptions:
             uow.sessions.update(record, fields)
             for ev in events:
                 uow.emit(ev)
+            uow.answer(result)
 
         try:
             await self._store.write(persist)
@@ -227,5 +238,6 @@ class SessionOptions:
                         options,
                     ),
                 )
-            await self._persist(live, record, fields)
-        return ConfigResult(session=op.session, options=options)
+            result = ConfigResult(session=op.session, options=options)
+            await self._persist(live, record, fields, result)
+        return result

@@ -187,6 +187,15 @@ class TurnRunner:
                     primed_from=self._primer.primed_from(live.record),  # issue 14
                 )
             )
+            # The 202, kept with the turn's start: a retry never starts a second turn.
+            uow.answer(
+                PromptAccepted(
+                    session=live.id,
+                    request_id=turn.request_id,
+                    turn_id=turn.turn_id,
+                    transcript_seq=seq_box[0],
+                )
+            )
 
         await commit_activity(
             self._store,
@@ -343,7 +352,12 @@ class TurnRunner:
             # Drain every parked input (answered cancelled) before the provider cancel (§3.5).
             if turn.parked:
                 resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
-                await commit_activity(self._store, live, turn.state(), after=resolved)
+                cancelled = CancelResult(session=session_id, cancelled=True)
+
+                def answer(uow: UnitOfWork) -> None:
+                    uow.answer(cancelled)  # kept with the drained answers (idempotency)
+
+                await commit_activity(self._store, live, turn.state(), after=(*resolved, answer))
             turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)

@@ -42,7 +42,7 @@ from c2.core.store.events import (
     notify_position,
 )
 from c2.core.store.faults import StoreUnavailableError, describe, is_transient
-from c2.core.store.idempotency import IdempotencyRepository
+from c2.core.store.idempotency import CURRENT_OP, IdempotencyRepository, OpRecord, Reply
 from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
 from c2.core.store.search import SearchState, SearchWriter
@@ -69,6 +69,7 @@ class UnitOfWork:
 
     Inside a group-commit batch (`buffer` given) transcript and event rows are queued and
     inserted in bulk before COMMIT; `committed` is complete once the batch has flushed.
+    `op` is the idempotency record of the op that submitted this write, if any (`answer`).
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class UnitOfWork:
         conn: Connection,
         part_seqs: dict[str, int] | None = None,
         buffer: WriteBuffer | None = None,
+        op: OpRecord | None = None,
     ) -> None:
         self.conn = conn
         self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
@@ -85,8 +87,18 @@ class UnitOfWork:
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
         self.committed: list[CommittedEvent] = []
+        self.op = op
+        self.answered: Reply | None = None
         self._buffer = buffer
         self._queued: list[tuple[int, str | None, str]] = []
+
+    def answer(self, outcome: object) -> None:
+        """This write completes the op in flight: keep `outcome` (or the DomainError it
+        answers) as the op's idempotent reply in this same transaction, so the effect and
+        its record commit together (core/store/idempotency.py). Nothing when the write was
+        not submitted by an op carrying a request_id."""
+        if self.op is not None:
+            self.answered = self.op.keep(self.conn, outcome)
 
     def emit(self, ev: Event) -> None:
         """Append `ev` to the event log in this transaction, with the webhook deliveries it
@@ -133,6 +145,7 @@ class _Job(Generic[T]):
     error: BaseException | None = None
     committed: list[CommittedEvent] = field(default_factory=list)
     uow: UnitOfWork | None = None
+    op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -301,7 +314,10 @@ class Store:
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
-        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline)
+        op = CURRENT_OP.get()
+        if op is not None and not op.carried_by_current_task():
+            op = None
+        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op)
         self._jobs.put(job)
         return job.future
 
@@ -402,7 +418,7 @@ class Store:
                     with conn.begin():
                         buffer = WriteBuffer(search_cache=self._search_states)
                         for job in pending:
-                            job.uow = UnitOfWork(conn, self._part_seqs, buffer)
+                            job.uow = UnitOfWork(conn, self._part_seqs, buffer, job.op)
                             ran.append(job.uow)
                             job.result = job.fn(job.uow)
                         if not self.cluster:
@@ -531,6 +547,8 @@ class Store:
         for job in jobs:
             assert job.uow is not None
             job.uow.settle(seqs)
+            if job.op is not None and job.uow.answered is not None:
+                job.op.kept = job.uow.answered  # committed: the op need not record it again
             job.committed, job.uow = job.uow.committed, None
         self._dispatch(jobs)
 
