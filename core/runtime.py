@@ -67,7 +67,7 @@ class Runtime:
         self.follower: LogFollower | None = None
         self.listener: PeerListener | None = None
         if cluster is not None:
-            self.follower = LogFollower(self.store, self.bus.publish)
+            self.follower = LogFollower(self.store, self._followed)
             self.listener = PeerListener(
                 database_url,
                 instance_id=cluster.instance_id,
@@ -130,8 +130,14 @@ class Runtime:
             self.follower.local(events)
         else:
             self.bus.publish(events)
+            self.webhook_dispatcher.notice(events)
+        self.push.notice(events)  # pushes go out from the member that committed the event
+
+    def _followed(self, events: list[CommittedEvent]) -> None:
+        """What a cluster member's follower delivers, every member's events in log order: live
+        streams, and the webhook dispatcher (the leader sends everyone's deliveries)."""
+        self.bus.publish(events)
         self.webhook_dispatcher.notice(events)
-        self.push.notice(events)
 
     def unavailable(self) -> bool:
         """The store knows it cannot take writes now."""
