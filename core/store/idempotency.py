@@ -138,8 +138,16 @@ class IdempotencyRepository:
         found = self.get(device_id, request_id)
         if found is not None:
             return found
-        key = (_IDEM.c.device_id == device_id, _IDEM.c.request_id == request_id)
-        self._conn.execute(delete(_IDEM).where(*key))  # one past the window
+        # One past the window only: a claim another member committed since our read above is
+        # not ours to delete (READ COMMITTED: this statement sees it); the insert below then
+        # finds it and the duplicate waits for it.
+        self._conn.execute(
+            delete(_IDEM).where(
+                _IDEM.c.device_id == device_id,
+                _IDEM.c.request_id == request_id,
+                _IDEM.c.created_at < utcnow() - RETENTION,
+            )
+        )
         dialect_insert = pg_insert if self._conn.dialect.name == "postgresql" else sqlite_insert
         done = self._conn.execute(
             dialect_insert(_IDEM)
@@ -153,8 +161,10 @@ class IdempotencyRepository:
                 claimant=claimant,
             )
             .on_conflict_do_nothing(index_elements=["device_id", "request_id"])
+            # Whether it inserted, from the row itself: psycopg reports no rowcount here.
+            .returning(_IDEM.c.request_id)
         )
-        return None if done.rowcount else self.get(device_id, request_id)
+        return None if done.first() is not None else self.get(device_id, request_id)
 
     def take_over(self, device_id: str, request_id: str, stale: str, claimant: str) -> bool:
         """Replace a claim whose claimant is gone with `claimant`'s (one taker wins)."""

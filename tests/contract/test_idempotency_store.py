@@ -149,3 +149,15 @@ async def test_once_records_nothing_after_an_op_that_kept_its_reply(store: Store
     again, replayed_again = await ops.once(op, "dev", "r-5", perform, render)
     assert (reply, replayed, again, replayed_again) == (render({"ok": 1}), False, reply, True)
     assert len(writes) == 1
+
+
+async def test_one_claim_per_key(store: Store) -> None:
+    """A key is claimed once: a second claimant gets the first claim back (on PostgreSQL the
+    driver reports no rowcount for the insert: the row it returns decides)."""
+
+    def claim(claimant: str):  # type: ignore[no-untyped-def]
+        return lambda uow: uow.idempotency.claim("dev", "r-6", "hash", claimant)
+
+    assert await store.write(claim("a 1")) is None
+    second = await store.write(claim("b 2"))
+    assert second is not None and (second.status, second.claimant) == (PENDING, "a 1")
