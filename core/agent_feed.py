@@ -86,10 +86,16 @@ class AgentFeed:
         self._in_flight: deque[asyncio.Future[None]] = deque()
         self._lost: LostWrites | None = None  # this turn's updates that could not be committed
         self._cancels: set[asyncio.Task[None]] = set()
+        self._detached = False
+
+    def detach(self) -> None:
+        self._detached = True
 
     # -- updates -------------------------------------------------------------------------------
 
     async def on_update(self, update: AgentUpdate) -> None:
+        if self._detached:
+            return  # dropped from this process: someone else records this session now
         sid = self._live.id
         write: Callable[[UnitOfWork], None]
         ledger: UsageStep | None = None
@@ -228,6 +234,8 @@ class AgentFeed:
     # -- permissions ---------------------------------------------------------------------------
 
     async def on_permission(self, ask: PermissionAsk) -> str | None:
+        if self._detached:
+            return None  # answered cancelled: nobody may answer it here any more
         live = self._live
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:

@@ -62,7 +62,6 @@ class Runtime:
             instance_id=cluster.instance_id if cluster is not None else None,
             retry_seconds=store_retry_seconds,
         )
-        self.membership = Membership(self.store, cluster) if cluster is not None else None
         # A cluster's events reach the bus through the follower, in order (core/cluster/).
         self.follower: LogFollower | None = None
         self.listener: PeerListener | None = None
@@ -77,6 +76,11 @@ class Runtime:
             )
         self._cluster_tasks: list[asyncio.Task[None]] = []
         self.engine = engine(self.store, self.bus)
+        self.membership = (
+            Membership(self.store, cluster, on_lapse=self.engine.drop_superseded)
+            if cluster is not None
+            else None
+        )
         self.auth = DeviceAuth(
             self.store,
             self.bus,

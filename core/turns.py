@@ -376,6 +376,20 @@ class TurnRunner:
             turn.task.cancel()
             await asyncio.gather(turn.task, return_exceptions=True)
 
+    async def abandon(self, live: LiveSession) -> None:
+        """Forget the session's live turn in this process without writing anything: another
+        member has recorded its end (it took the session over while this member's lease had
+        lapsed). Parked inputs are answered cancelled in memory; the task is cancelled and
+        awaited, and finds its turn no longer current, so it ends nothing."""
+        async with live.lock:
+            turn, live.turn = live.turn, None
+        if turn is None:
+            return
+        turn.drain()
+        if turn.task is not None:
+            turn.task.cancel()
+            await asyncio.gather(turn.task, return_exceptions=True)
+
     async def shutdown(self) -> None:
         """End every turn: parked inputs answered cancelled, tasks cancelled and awaited (each
         ends with a terminal error, never turn_ended)."""

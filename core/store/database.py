@@ -34,6 +34,7 @@ from c2.core.notify.payloads import WEBHOOK_EVENTS
 from c2.core.protocol import Event
 from c2.core.store.agent_processes import AgentProcessRepository
 from c2.core.store.buffer import WriteBuffer
+from c2.core.store.cluster import require_lease
 from c2.core.store.events import (
     CommittedEvent,
     EventLog,
@@ -146,6 +147,7 @@ class _Job(Generic[T]):
     committed: list[CommittedEvent] = field(default_factory=list)
     uow: UnitOfWork | None = None
     op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
+    fenced: bool = True  # commits only while the store's fence holds (see Store.fence)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -232,6 +234,8 @@ class Store:
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
         self._search_states: dict[str, SearchState] = {}
         self._next_event_seq: int | None = None  # the writer's global event counter
+        # A cluster member whose lease every (fenced) write must hold (see `fence`).
+        self._fence: str | None = None
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
 
@@ -270,6 +274,16 @@ class Store:
         self._writer_engine.dispose()
         self._reader_engine.dispose()
 
+    def fence(self, instance_id: str | None) -> None:
+        """From now on, commit a write only while cluster member `instance_id` holds a live
+        lease (None: no fence). A member that stalled past its lease (a stopped process, a
+        partition) may have had its sessions taken over by a survivor; until it joins again,
+        its writes fail with LeaseLostError instead of landing in their new state. Checked in
+        each transaction, which also holds the member's row against a takeover until it
+        commits (core/store/cluster.py `require_lease`). Membership's own writes (joining,
+        heartbeats, leaving) are submitted unfenced."""
+        self._fence = instance_id
+
     def unavailable(self) -> str | None:
         """Why the store cannot commit right now; None while it can (readiness)."""
         writer = self._writer
@@ -290,9 +304,10 @@ class Store:
         *,
         patient: bool = False,
         retry_seconds: float | None = None,
+        fenced: bool = True,
     ) -> T:
         """Run `fn` in a write transaction; events it emitted are published before this returns."""
-        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds)
+        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds, fenced=fenced)
 
     def submit(
         self,
@@ -300,6 +315,7 @@ class Store:
         *,
         patient: bool = False,
         retry_seconds: float | None = None,
+        fenced: bool = True,
     ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
         order, so a producer may stream writes and await only the last one (group commit).
@@ -317,7 +333,9 @@ class Store:
         op = CURRENT_OP.get()
         if op is not None and not op.carried_by_current_task():
             op = None
-        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op)
+        job: _Job[T] = _Job(
+            fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op, fenced=fenced
+        )
         self._jobs.put(job)
         return job.future
 
@@ -416,6 +434,9 @@ class Store:
                             return conn
                         unverified = None
                     with conn.begin():
+                        fence = self._fence
+                        if fence is not None and any(job.fenced for job in pending):
+                            require_lease(conn, fence)  # LeaseLostError: fails the batch
                         buffer = WriteBuffer(search_cache=self._search_states)
                         for job in pending:
                             job.uow = UnitOfWork(conn, self._part_seqs, buffer, job.op)
