@@ -1,7 +1,8 @@
 """The one op dispatcher behind `POST /v1/ops` and every resource endpoint (docs/api.md §1, §3).
 
 It submits the op to the engine through idempotent retry (core/idempotent.py: the first
-reply per device and request_id is kept for 24 h, a different body is 409). The route names
+reply per device and request_id is kept for 24 h, in the op's own transaction; a different
+body is 409). The route names
 the success status its decorator declares; a fresh success comes back as the engine's typed
 outcome, which the route returns for FastAPI to render through its `response_model`. What
 is answered exactly as it was kept — a problem, or a replay of an earlier reply — is raised
@@ -19,6 +20,7 @@ from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from c2.api.errors import (
@@ -121,15 +123,23 @@ class OpDispatcher:
             return await self._perform(op, None, actor)
         first: list[Outcome | KeptReply] = []
 
+        def render(result: object) -> Reply:
+            # The reply kept for the op: also rendered by the write completing the op, in its
+            # own transaction (core/idempotent.py), from the outcome or the DomainError.
+            if isinstance(result, DomainError):
+                result = self._problem(result, op, key)
+            if isinstance(result, KeptReply):
+                return result.reply
+            assert isinstance(result, BaseModel)
+            return Reply(status, json_bytes(result.model_dump(mode="json")).decode("ascii"))
+
         async def perform() -> Reply:
             result = await self._perform(op, key, actor)
             first.append(result)
-            if isinstance(result, KeptReply):
-                return result.reply
-            return Reply(status, json_bytes(result.model_dump(mode="json")).decode("ascii"))
+            return render(result)
 
         try:
-            kept, replayed = await self._idempotent.once(op, device_id, key, perform)
+            kept, replayed = await self._idempotent.once(op, device_id, key, perform, render)
         except RequestIdReusedError as err:
             return self._problem(err, op, key)
         if not replayed:

@@ -12,7 +12,8 @@ in `C2-Cluster-Key` and the relaying member in `C2-Forwarded-By`. A request carr
 never relayed again (no loops); a wrong key is refused before anything else.
 
 A pure ASGI middleware inside the request guard: credentials, scope and body limit are
-checked before anything is relayed, and it sees the buffered body.
+checked before anything is relayed, and it sees the buffered body. Its HTTP client (`Relay`)
+belongs to the app's Services, which close it at shutdown.
 """
 
 from __future__ import annotations
@@ -75,10 +76,31 @@ def op_target(body: bytes) -> str | None:
     return session if isinstance(session, str) and session else None
 
 
+class Relay:
+    """The HTTP client a member relays requests to their owners with: opened on first use,
+    closed once (`aclose`, at shutdown); a relay after that is refused, never a new client."""
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self.closed = False
+
+    def client(self) -> httpx.AsyncClient:
+        if self.closed:
+            raise httpx.TransportError("the relay is closed: the server is shutting down")
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=RELAY_TIMEOUT, trust_env=False)
+        return self._client
+
+    async def aclose(self) -> None:
+        self.closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
 class ClusterForwarder:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self._client: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services = getattr(scope["app"].state, "services", None) if "app" in scope else None
@@ -110,18 +132,16 @@ class ClusterForwarder:
             unavailable = StoreUnavailableError("the session's owner cannot be looked up now")
             await problem_response(unavailable)(scope, receive, send)
             return
-        if url is None:
+        if url is None or services is None:
             await self.app(scope, receive, send)
             return
         if body is None:
             body, receive = await _buffer(receive)
-        await self._relay(scope, send, url, body, membership)
+        await self._relay(scope, send, url, body, membership, services.relay)
 
     async def _relay(
-        self, scope: Scope, send: Send, url: str, body: bytes, membership: Any
+        self, scope: Scope, send: Send, url: str, body: bytes, membership: Any, relay: Relay
     ) -> None:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=RELAY_TIMEOUT)
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP | _RECOMPUTED]
         headers += [
             (KEY_HEADER.encode(), membership.secret.encode()),
@@ -129,9 +149,10 @@ class ClusterForwarder:
         ]
         query = scope.get("query_string", b"").decode("latin-1")
         target = f"{url}{scope['path']}" + (f"?{query}" if query else "")
-        request = self._client.build_request(scope["method"], target, headers=headers, content=body)
         try:
-            response = await self._client.send(request, stream=True)
+            client = relay.client()
+            request = client.build_request(scope["method"], target, headers=headers, content=body)
+            response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             log.warning("could not relay %s %s to %s: %s", scope["method"], scope["path"], url, exc)
             err = OwnerUnreachableError(

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from c2.api.dispatch import OpDispatcher
+from c2.api.forward import Relay
 from c2.api.settings import Settings, url_host
 from c2.core.bus import EventBus
 from c2.core.cluster.membership import ClusterConfig, home_instance_id
@@ -80,6 +81,7 @@ class Services:
         self.auth = self.core.auth
         self.feed = self.core.feed
         self.dispatcher = OpDispatcher(self.engine, self.core.idempotent)
+        self.relay = Relay()  # requests relayed to their session's owner (api/forward.py)
         self.search = self.core.search
         self.webhooks = self.core.webhooks
         self.push = self.core.push
@@ -111,8 +113,12 @@ class Services:
             self.bus.close_all()
 
     async def close(self) -> None:
-        """Drain, persist batched state, close the store."""
+        """Drain, close the relay's connections, persist batched state, close the store."""
         await self.drain()
+        try:
+            await self.relay.aclose()
+        except Exception:
+            log.exception("could not close the relay's connections")
         await self.core.close()
 
     async def owner_url(self, session_id: str, *, adopt: bool = True) -> str | None:

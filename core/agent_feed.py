@@ -90,12 +90,19 @@ class AgentFeed:
         self._in_flight: deque[asyncio.Future[None]] = deque()
         self._lost: LostWrites | None = None  # this turn's updates that could not be committed
         self._cancels: set[asyncio.Task[None]] = set()
+        self._detached = False
+
+    def detach(self) -> None:
+        """Stop recording: a peer took the session over while this member had lapsed."""
+        self._detached = True
 
     # -- updates -------------------------------------------------------------------------------
 
     async def on_update(self, update: AgentUpdate) -> None:
         """Record one agent update: a transcript row with its event, or the session state it
         changes; queued for the writer in arrival order (not awaited, see `_queue`)."""
+        if self._detached:
+            return  # dropped from this process: someone else records this session now
         step = self._step(update)
         if step is None:
             return
@@ -266,6 +273,8 @@ class AgentFeed:
     async def on_permission(self, ask: PermissionAsk) -> str | None:
         """Answer an agent's permission request: decided by the session's policy, or parked
         for a client's answer while the turn waits."""
+        if self._detached:
+            return None  # answered cancelled: nobody may answer it here any more
         live = self._live
         decision = decide(live.record.policy, ask.kind)
         if decision is not Decision.ASK:

@@ -34,11 +34,13 @@ from c2.core.session import utcnow
 from c2.core.store.cluster import notify_members
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.devices import DeviceRepository
+from c2.core.store.pairing import PairingFailures
 
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
 BEARER_CACHE_SECONDS = 10.0
 MAX_KNOWN_BEARERS = 4096  # bearers remembered as verified (they pass the failure limiter)
+PAIR_WINDOW_SECONDS = 60.0  # failed pairing attempts count this long
 REVOKED = "revoke"  # the cluster control message naming a revoked device (core/cluster/)
 
 
@@ -167,7 +169,8 @@ class DeviceAuth:
         self._store, self._bus = store, bus
         self._pairing_ttl, self._ticket_ttl = pairing_ttl, ticket_ttl
         self._clock = clock
-        self._limiter = AttemptLimiter(pair_attempts_per_minute, 60.0, clock=clock)
+        self._pair_attempts = pair_attempts_per_minute
+        self._limiter = AttemptLimiter(pair_attempts_per_minute, PAIR_WINDOW_SECONDS, clock=clock)
         self._cache: dict[str, tuple[Device, float]] = {}
         # Digests of bearers verified before -> their device; least recently used first.
         self._known: OrderedDict[str, str] = OrderedDict()
@@ -183,19 +186,33 @@ class DeviceAuth:
         )
 
     async def pair(self, token: str, device_name: str | None, client: str) -> PairedDevice:
-        """Redeem a pairing token for a new device bearer; attempts are rate limited."""
+        """Redeem a pairing token for a new device bearer; failed attempts are rate limited
+        per client, cluster-wide for a cluster member (core/store/pairing.py)."""
+        # This process's own count refuses a flood without a database round trip; a member's
+        # failures are also counted in the database (never fewer than here).
         retry_after = self._limiter.check(client)
         if retry_after is not None:
             raise RateLimitedError("too many pairing attempts", retry_after=retry_after)
         token_hash = digest(token)
+        shared = self._store.cluster
+        attempts = self._pair_attempts
 
-        def redeem(uow: UnitOfWork) -> PairedDevice | None:
+        def redeem(uow: UnitOfWork) -> PairedDevice | int | None:
+            failures = (
+                PairingFailures(uow.conn, client, attempts, PAIR_WINDOW_SECONDS) if shared else None
+            )
+            if failures is not None and (wait := failures.retry_after()) is not None:
+                return wait
             scopes = DeviceRepository(uow.conn).redeem_pairing_token(token_hash, utcnow())
             if scopes is None:
+                if failures is not None:
+                    failures.fail()
                 return None
             return create_device(uow, device_name, scopes)
 
         paired = await self._store.write(redeem)
+        if isinstance(paired, int):
+            raise RateLimitedError("too many pairing attempts", retry_after=paired)
         if paired is None:
             self._limiter.fail(client)
             raise InvalidPairingTokenError("the pairing token is invalid, expired or used")

@@ -286,6 +286,7 @@ class CheckpointService:
                 def persist(uow: UnitOfWork) -> None:
                     seq = uow.parts.append(sid, "agent", part)
                     uow.emit(event.model_copy(update={"transcript_seq": seq}))
+                    uow.answer(result)  # kept with the rewind's record (idempotency)
 
                 await self._store.write(persist)
             return result

@@ -22,6 +22,7 @@ from c2.core.checkpoints import CheckpointService, RewindResult
 from c2.core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
 from c2.core.forks import ForkService
 from c2.core.lifecycle import SessionLifecycle, resolve_cwd
+from c2.core.live import LiveSession
 from c2.core.live_agents import LiveAgents
 from c2.core.outcomes import (
     AnswerResult,
@@ -59,7 +60,7 @@ from c2.core.protocol.ops import (
     SetPermissionModeOp,
     SetSandboxOp,
 )
-from c2.core.protocol.state import AnsweredBy, SessionSnapshot
+from c2.core.protocol.state import AnsweredBy, AwaitingInputState, RunningState, SessionSnapshot
 from c2.core.providers import ProviderRegistry
 from c2.core.queue import FollowUpQueue, QueueView
 from c2.core.reporter import Reporter
@@ -75,6 +76,8 @@ from c2.core.worktrees import preview_baselines_async
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# How long a dropped session's agent gets to exit before its group is killed.
+SUPERSEDED_GRACE = 1.5
 # What an op returns (core/outcomes.py; a new session answers its snapshot).
 Outcome = (
     SessionSnapshot
@@ -166,6 +169,32 @@ class Engine:
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
         await self.queue.interrupted(owners)  # issue 14: queues wait for a client after a restart
+
+    async def drop_superseded(self) -> list[str]:
+        """After this cluster member's lease lapsed (core/cluster/membership.py, before it
+        joins again, while its writes are still refused): drop the live turns and agents of
+        the sessions a peer took over (their turn is interrupted in the database) or adopted
+        (another member owns them), writing nothing; the database holds their state now.
+        Each comes back from the database on next use (its agent revived, as after a
+        restart). Returns the sessions dropped."""
+        me = self.store.instance_id
+        loaded = list(self.live)
+        if me is None or not loaded:
+            return []
+        ids = [live.id for live in loaded]
+        records = await self.store.read(lambda r: {sid: r.sessions.get(sid) for sid in ids})
+        dropped = []
+        for live in loaded:
+            if not _superseded(live, records.get(live.id), me):
+                continue
+            live.handler.detach()  # what its agent still says is not recorded
+            await self.turns.abandon(live)
+            self.live.retire(live, SUPERSEDED_GRACE)
+            self.live.drop(live.id)
+            dropped.append(live.id)
+        if dropped:
+            log.warning("dropped %d session(s) taken over while the lease had lapsed", len(dropped))
+        return dropped
 
     async def shutdown(self) -> None:
         """End turns (terminal error, never turn_ended), then close every agent."""
@@ -294,3 +323,17 @@ class Engine:
     def list_skills(self, cwd: str | None) -> list[dict[str, Any]]:
         """The skills a prompt in `cwd` can use (the library's and the project's)."""
         return [s.model_dump(mode="json") for s in self.compiler.skills.list(cwd)]
+
+
+def _superseded(live: LiveSession, record: SessionRecord | None, me: str) -> bool:
+    """Whether a peer took `live` over while this member's lease had lapsed: it owns the
+    session now, or the turn running here is no longer the session's running turn."""
+    if record is None or record.archived or record.owner != me:
+        return True
+    turn = live.turn
+    if turn is None:
+        return False
+    state = record.activity.state
+    if isinstance(state, RunningState | AwaitingInputState):
+        return state.turn_id != turn.turn_id
+    return True

@@ -3,14 +3,23 @@
 request_id is refused (`request_id_reused`).
 
 Retries of one key are serialised (a keyed lock), so a retry racing its original waits for it
-and replays its reply. What a reply is (its status and body bytes) is the caller's business.
+and replays its reply. What a reply is (its status and body bytes) is the caller's business:
+it hands `once` the op to perform and how to render an outcome.
+
+The reply is kept in the op's own transaction: while the op runs, its record is the context's
+current `OpRecord`, and the write that completes the op keeps the reply with its effect
+(`UnitOfWork.answer`; core/store/idempotency.py). A server that dies after that commit has
+kept the reply too, so a retry replays it instead of running the op again. An outcome that
+no write of the op carried (an op with nothing to commit, such as a cancel with no parked
+permission, or one that failed before writing) is recorded after the op, as before: running
+such an op again changes nothing durable.
 
 In a cluster (issue 18) a duplicate may reach another member: the key is claimed in the
 database before the op runs (a PENDING record naming this process), so a duplicate anywhere
 finds the claim and waits for the outcome, then replays it. A claim whose claimant is gone
 (its member's lease expired, or it was this member before a restart) is taken over and the
-op runs again: as before, an op whose server died between its effect and its record may run
-twice.
+op runs again; the gone claimant's effect can no longer commit (its write completes only its
+own claim, else it rolls back: ClaimLostError).
 """
 
 from __future__ import annotations
@@ -24,27 +33,20 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 
 from c2.core.errors import RequestIdReusedError, StoreUnavailableError
 from c2.core.protocol.ops import Op
 from c2.core.store.cluster import ClusterRepository
 from c2.core.store.database import Store, UnitOfWork
-from c2.core.store.idempotency import PENDING
+from c2.core.store.idempotency import CURRENT_OP, PENDING, OpRecord, Reply
+
+__all__ = ["IdempotentOps", "KeyedLocks", "Reply", "op_fingerprint"]
 
 log = logging.getLogger(__name__)
 CLAIM_POLL_SECONDS = 0.05
 # A duplicate waits this long for the first request's outcome, then gets a 503 to retry.
 CLAIM_WAIT_SECONDS = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """An op's reply as it is kept: its status and its JSON body."""
-
-    status: int
-    body: str
 
 
 class KeyedLocks:
@@ -96,14 +98,17 @@ class IdempotentOps:
         device_id: str,
         request_id: str,
         perform: Callable[[], Awaitable[Reply]],
+        render: Callable[[object], Reply],
     ) -> tuple[Reply, bool]:
         """The reply to `op` and whether it is a replay of the first one. `perform` runs only
-        for a new key; its reply is kept unless it is a server-side failure (>= 500), which a
-        retry may turn into a success. Raises RequestIdReusedError for a different body."""
+        for a new key; `render` turns an outcome (or the DomainError answering it) into its
+        reply, in the transaction of the write that completes the op. A reply is kept unless
+        it is a server-side failure (>= 500), which a retry may turn into a success. Raises
+        RequestIdReusedError for a different body."""
         fingerprint = op_fingerprint(op, request_id)
         async with self._locks.hold((device_id, request_id)):
             if self._store.cluster:
-                return await self._once_claimed(device_id, request_id, fingerprint, perform)
+                return await self._once_claimed(device_id, request_id, fingerprint, perform, render)
             record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
             if record is not None and record.status == PENDING:
                 record = None  # a claim left by a cluster member: the database is ours now
@@ -113,17 +118,36 @@ class IdempotentOps:
                         f"request_id {request_id!r} was already used with a different body"
                     )
                 return Reply(record.status, record.body_json), True
-            reply = await perform()
-            if reply.status < 500:
-                try:
-                    await self._store.write(
-                        lambda uow: uow.idempotency.put(
-                            device_id, request_id, fingerprint, reply.status, reply.body
-                        )
-                    )
-                except Exception:
-                    log.exception("could not record the outcome of request %s", request_id)
+            scope = OpRecord(device_id, request_id, fingerprint, render)
+            reply = await self._perform(scope, perform)
+            if reply.status < 500 and scope.kept != reply:
+                await self._record(
+                    scope,
+                    lambda uow: uow.idempotency.put(
+                        device_id, request_id, fingerprint, reply.status, reply.body
+                    ),
+                )
             return reply, False
+
+    async def _perform(self, scope: OpRecord, perform: Callable[[], Awaitable[Reply]]) -> Reply:
+        """Run `perform` with `scope` as the current op record of this task."""
+        scope.task = asyncio.current_task()
+        token = CURRENT_OP.set(scope)
+        try:
+            return await perform()
+        finally:
+            scope.open = False
+            CURRENT_OP.reset(token)
+
+    async def _record(self, scope: OpRecord, write: Callable[[UnitOfWork], object]) -> None:
+        """Record an outcome no write of the op carried (or, defensively, one that differs
+        from what a write kept)."""
+        if scope.kept is not None:
+            log.warning("request %s answered other than its write kept", scope.request_id)
+        try:
+            await self._store.write(write, patient=scope.claimant is not None)
+        except Exception:
+            log.exception("could not record the outcome of request %s", scope.request_id)
 
     async def _once_claimed(
         self,
@@ -131,6 +155,7 @@ class IdempotentOps:
         request_id: str,
         fingerprint: str,
         perform: Callable[[], Awaitable[Reply]],
+        render: Callable[[object], Reply],
     ) -> tuple[Reply, bool]:
         """`once` across cluster members: claim the key in the database, or wait for the
         claimant's outcome."""
@@ -162,23 +187,22 @@ class IdempotentOps:
                     retry_after=1,
                 )
             await asyncio.sleep(CLAIM_POLL_SECONDS)
+        scope = OpRecord(device_id, request_id, fingerprint, render, claimant=me)
         try:
-            reply = await perform()
+            reply = await self._perform(scope, perform)
         except BaseException:
             await self._release(device_id, request_id)
             raise
         if reply.status >= 500:
             await self._release(device_id, request_id)
             return reply, False
-        try:
-            await self._store.write(
+        if scope.kept != reply:
+            await self._record(
+                scope,
                 lambda uow: uow.idempotency.complete(
                     device_id, request_id, me, reply.status, reply.body
                 ),
-                patient=True,  # a duplicate waits for it
             )
-        except Exception:
-            log.exception("could not record the outcome of request %s", request_id)
         return reply, False
 
     async def _gone(self, claimant: str) -> bool:

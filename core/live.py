@@ -28,6 +28,10 @@ class SessionFeed(AgentHandler, Protocol):
     def take_lost_writes(self) -> str | None:
         """Why the turn must fail (updates that could not be committed), once; else None."""
 
+    def detach(self) -> None:
+        """Record nothing more: the session was dropped from this process (its agent may
+        still speak while it is being ended)."""
+
 
 @dataclass(eq=False)
 class LiveSession:

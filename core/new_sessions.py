@@ -48,6 +48,7 @@ async def commit_new_session(
         uow.emit(created)
         for event in state:
             uow.emit(event)
+        uow.answer(record.snapshot())  # the 201, kept with the session (idempotency)
 
     try:
         await store.write(persist)

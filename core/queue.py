@@ -40,7 +40,8 @@ from c2.core.protocol.ops import (
 from c2.core.protocol.state import FailedState, RunState
 from c2.core.protocol.values import StopReason
 from c2.core.session import utcnow
-from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.idempotency import outside_op
 from c2.core.store.queue import QueueRepository, StoredItem
 from c2.core.supervisor import Supervisor
 
@@ -69,6 +70,12 @@ def _items(stored: list[StoredItem]) -> list[QueueItem]:
         )
         for i, s in enumerate(stored)
     ]
+
+
+def _view(repo: QueueRepository, session: str) -> QueueView:
+    reason = repo.paused(session)
+    items = _items(repo.items(session))
+    return QueueView(session=session, paused=reason is not None, pause_reason=reason, items=items)
 
 
 def _doc_json(doc: object) -> str:
@@ -106,7 +113,9 @@ class FollowUpQueue:
             repo.append(item_id, live.id, doc_json, op.request_id, utcnow())
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
-            return next(i for i in items if i.id == item_id)
+            added = next(i for i in items if i.id == item_id)
+            uow.answer(added)  # the 201, kept with the item (idempotency)
+            return added
 
         item = await self._store.write(write)
         self._waiting.add(live.id)
@@ -117,15 +126,7 @@ class FollowUpQueue:
         """The session's queue: waiting items in order, and whether (and why) it is paused."""
         live = await self._live.load(session)
 
-        def read(r: ReadUnit) -> QueueView:
-            repo = QueueRepository(r.conn)
-            reason = repo.paused(live.id)
-            items = _items(repo.items(live.id))
-            return QueueView(
-                session=live.id, paused=reason is not None, pause_reason=reason, items=items
-            )
-
-        return await self._store.read(read)
+        return await self._store.read(lambda r: _view(QueueRepository(r.conn), live.id))
 
     async def edit(self, op: EditQueuedOp) -> QueueItem:
         """Replace the doc of a waiting item; QueueItemNotFoundError once it ran or left."""
@@ -142,7 +143,9 @@ class FollowUpQueue:
                 )
             items = _items(repo.items(live.id))
             uow.emit(QueueChanged(session=live.id, items=items))
-            return next(i for i in items if i.id == op.item)
+            edited = next(i for i in items if i.id == op.item)
+            uow.answer(edited)
+            return edited
 
         return await self._store.write(write)
 
@@ -150,7 +153,7 @@ class FollowUpQueue:
         """Remove a waiting item; the queue as it now is."""
         live = await self._live.load(op.session, op.request_id)
 
-        def write(uow: UnitOfWork) -> None:
+        def write(uow: UnitOfWork) -> QueueView:
             repo = QueueRepository(uow.conn)
             if not repo.remove(live.id, op.item):
                 raise QueueItemNotFoundError(
@@ -158,10 +161,12 @@ class FollowUpQueue:
                     session=live.id,
                     request_id=op.request_id,
                 )
-            uow.emit(QueueChanged(session=live.id, items=_items(repo.items(live.id))))
+            left = _view(repo, live.id)
+            uow.emit(QueueChanged(session=live.id, items=left.items))
+            uow.answer(left)
+            return left
 
-        await self._store.write(write)
-        view = await self.view(live.id)
+        view = await self._store.write(write)
         if not view.items:
             self._waiting.discard(live.id)
         return view
@@ -183,7 +188,12 @@ class FollowUpQueue:
     # -- running items ------------------------------------------------------------------------
 
     async def advance(self, live: LiveSession) -> None:
-        """Start the next item when the session is idle and its queue is not paused."""
+        """Start the next item when the session is idle and its queue is not paused. An op
+        that advances the queue (append, resume) answers for itself, not for the turn."""
+        with outside_op():
+            await self._advance(live)
+
+    async def _advance(self, live: LiveSession) -> None:
         if live.id not in self._waiting or live.turn is not None or is_busy(live.record.activity):
             return
 

@@ -37,19 +37,24 @@ class Reporter:
         )
 
     async def reject(self, error: DomainError, *, terminal: bool) -> DomainError:
-        """Broadcast `error` as the protocol's error event, then hand it back to raise."""
+        """Broadcast `error` as the protocol's error event, then hand it back to raise (the
+        op's problem reply is kept with the event: a retry replays it, no second event)."""
+        event = ErrorEvent(
+            session=error.session,
+            message=error.message,
+            terminal=terminal,
+            request_id=error.request_id,
+            code=error.code,
+            auth_methods=error.details.get("auth_methods"),
+            stderr_tail=error.details.get("stderr_tail"),
+        )
+
+        def write(uow: UnitOfWork) -> None:
+            uow.emit(event)
+            uow.answer(error)
+
         try:
-            await self.emit(
-                ErrorEvent(
-                    session=error.session,
-                    message=error.message,
-                    terminal=terminal,
-                    request_id=error.request_id,
-                    code=error.code,
-                    auth_methods=error.details.get("auth_methods"),
-                    stderr_tail=error.details.get("stderr_tail"),
-                )
-            )
+            await self._store.write(write)
         except Exception:
             log.exception("could not broadcast error event")
         return error

@@ -62,12 +62,11 @@ class Runtime:
             instance_id=cluster.instance_id if cluster is not None else None,
             retry_seconds=store_retry_seconds,
         )
-        self.membership = Membership(self.store, cluster) if cluster is not None else None
         # A cluster's events reach the bus through the follower, in order (core/cluster/).
         self.follower: LogFollower | None = None
         self.listener: PeerListener | None = None
         if cluster is not None:
-            self.follower = LogFollower(self.store, self.bus.publish)
+            self.follower = LogFollower(self.store, self._followed)
             self.listener = PeerListener(
                 database_url,
                 instance_id=cluster.instance_id,
@@ -77,6 +76,11 @@ class Runtime:
             )
         self._cluster_tasks: list[asyncio.Task[None]] = []
         self.engine = engine(self.store, self.bus)
+        self.membership = (
+            Membership(self.store, cluster, on_lapse=self.engine.drop_superseded)
+            if cluster is not None
+            else None
+        )
         self.auth = DeviceAuth(
             self.store,
             self.bus,
@@ -130,8 +134,14 @@ class Runtime:
             self.follower.local(events)
         else:
             self.bus.publish(events)
+            self.webhook_dispatcher.notice(events)
+        self.push.notice(events)  # pushes go out from the member that committed the event
+
+    def _followed(self, events: list[CommittedEvent]) -> None:
+        """What a cluster member's follower delivers, every member's events in log order: live
+        streams, and the webhook dispatcher (the leader sends everyone's deliveries)."""
+        self.bus.publish(events)
         self.webhook_dispatcher.notice(events)
-        self.push.notice(events)
 
     def unavailable(self) -> bool:
         """The store knows it cannot take writes now."""

@@ -70,15 +70,25 @@ class SessionOptions:
         sandbox: SandboxPolicy | None,
         request_id: str | None,
     ) -> PolicyResult:
-        """Atomic two-axis write: persisted, applied live, then broadcast
+        """Atomic two-axis write: persisted and broadcast in one transaction, applied live
         (docs/protocol.md §2.3)."""
         live = await self._load(session_id, request_id, "update execution policy")
         async with live.lock:
             current = live.record.policy
             policy = ExecutionPolicy(mode=mode or current.mode, sandbox=sandbox or current.sandbox)
             record = live.record.evolve(policy=policy)
+            changed = ExecutionPolicyChanged(
+                session=session_id, policy=policy, request_id=request_id
+            )
+            result = PolicyResult(session=session_id, policy=policy, request_id=request_id)
+
+            def persist(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("policy",))
+                uow.emit(changed)
+                uow.answer(result)
+
             try:
-                await self._store.write(lambda uow: uow.sessions.update(record, ("policy",)))
+                await self._store.write(persist)
             except Exception as exc:
                 error = OperationFailedError(
                     f"couldn't persist execution policy: {exc}",
@@ -90,10 +100,7 @@ class SessionOptions:
             live.record = live.record.evolve(policy=policy)
             if live.agent_grants and is_stricter(current, policy):
                 live.needs_acp_restart = True  # the agent's own grants must not outlive this
-            await self._reporter.emit(
-                ExecutionPolicyChanged(session=session_id, policy=policy, request_id=request_id)
-            )
-        return PolicyResult(session=session_id, policy=policy, request_id=request_id)
+        return result
 
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
@@ -115,8 +122,9 @@ class SessionOptions:
                 lambda agent, acp_session: apply_model(agent, acp_session, live.record, op.model),
                 offline,
                 ("model", "models"),
+                result := ModelResult(session=op.session, current=op.model),
             )
-        return ModelResult(session=op.session, current=op.model)
+        return result
 
     async def set_mode(self, op: SetModeOp) -> ModeResult:
         """`session/set_mode` for one of the agent's modes; persisted, broadcast as `modes`;
@@ -138,8 +146,9 @@ class SessionOptions:
                 lambda agent, acp_session: apply_mode(agent, acp_session, live.record, op.mode_id),
                 offline,
                 ("modes",),
+                result := ModeResult(session=op.session, current=op.mode_id),
             )
-        return ModeResult(session=op.session, current=op.mode_id)
+        return result
 
     # -- the steps the model and mode switches share ----------------------------------------
 
@@ -171,10 +180,12 @@ class SessionOptions:
         through_agent: Callable[[Agent, str], Awaitable[SessionRecord]],
         offline: Callable[[], SessionRecord],
         fields: tuple[str, ...],
+        result: object,
     ) -> None:
         """Apply a validated choice through the running agent (`through_agent`), or only on
         the record when none runs (`offline`: the agent gets it at revival); then persist
-        `fields`, plus the config options when the switch changed them."""
+        `fields`, plus the config options when the switch changed them, with the op's
+        `result` (its idempotent reply)."""
         if live.agent_alive and live.acp_session_id is not None:
             assert live.agent is not None
             try:
@@ -189,12 +200,14 @@ class SessionOptions:
         else:
             record = offline()
         changed_options = record.config_options != live.record.config_options
-        await self._persist(live, record, fields + (("config_options",) if changed_options else ()))
+        changed = fields + (("config_options",) if changed_options else ())
+        await self._persist(live, record, changed, result)
 
     async def _persist(
-        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...]
+        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...], result: object
     ) -> None:
-        """Write `fields` of `record` with the state events they change; then adopt them."""
+        """Write `fields` of `record` with the state events they change and the op's `result`
+        (its idempotent reply); then adopt them."""
         events = [
             ev
             for ev in state_events(record)
@@ -207,6 +220,7 @@ class SessionOptions:
             uow.sessions.update(record, fields)
             for ev in events:
                 uow.emit(ev)
+            uow.answer(result)
 
         try:
             await self._store.write(persist)
@@ -254,5 +268,6 @@ class SessionOptions:
                         options,
                     ),
                 )
-            await self._persist(live, record, fields)
-        return ConfigResult(session=op.session, options=options)
+            result = ConfigResult(session=op.session, options=options)
+            await self._persist(live, record, fields, result)
+        return result

@@ -184,6 +184,15 @@ class TurnRunner:
                     primed_from=self._primer.primed_from(live.record),  # issue 14
                 )
             )
+            # The 202, kept with the turn's start: a retry never starts a second turn.
+            uow.answer(
+                PromptAccepted(
+                    session=live.id,
+                    request_id=turn.request_id,
+                    turn_id=turn.turn_id,
+                    transcript_seq=seq_box[0],
+                )
+            )
 
         await commit_activity(
             self._store,
@@ -343,7 +352,12 @@ class TurnRunner:
             # (docs/protocol.md §3.5).
             if turn.parked:
                 resolved = tuple(record_resolution(live.id, p, None, None) for p in turn.drain())
-                await commit_activity(self._store, live, turn.state(), after=resolved)
+                cancelled = CancelResult(session=session_id, cancelled=True)
+
+                def answer(uow: UnitOfWork) -> None:
+                    uow.answer(cancelled)  # kept with the drained answers (idempotency)
+
+                await commit_activity(self._store, live, turn.state(), after=(*resolved, answer))
             turn.cancel_requested = True
         if live.agent is not None and live.acp_session_id is not None:
             await live.agent.cancel(live.acp_session_id)
@@ -358,6 +372,20 @@ class TurnRunner:
         if turn is None:
             return
         await self.cancel(live.id)
+        if turn.task is not None:
+            turn.task.cancel()
+            await asyncio.gather(turn.task, return_exceptions=True)
+
+    async def abandon(self, live: LiveSession) -> None:
+        """Forget the session's live turn in this process without writing anything: another
+        member has recorded its end (it took the session over while this member's lease had
+        lapsed). Parked inputs are answered cancelled in memory; the task is cancelled and
+        awaited, and finds its turn no longer current, so it ends nothing."""
+        async with live.lock:
+            turn, live.turn = live.turn, None
+        if turn is None:
+            return
+        turn.drain()
         if turn.task is not None:
             turn.task.cancel()
             await asyncio.gather(turn.task, return_exceptions=True)

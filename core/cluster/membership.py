@@ -4,6 +4,9 @@ with an advertised URL, the heartbeat that renews its lease, and the cluster's k
 The lease is judged by the database's clock alone (core/store/cluster.py). A member that
 cannot renew its lease (database unreachable, writer stalled) is judged dead by its peers
 once the lease runs out, which is what they must assume anyway: it cannot commit either.
+From its first join its store is fenced by the lease (core/store/database.py `Store.fence`),
+so a member that stalled past it (a stopped process, a partition) commits nothing until it
+has dropped what its peers took over meanwhile (`on_lapse`) and joined again.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,10 +56,18 @@ def home_instance_id(home: Path) -> str:
 
 
 class Membership:
-    """Registers this instance, renews its lease (`run`) and leaves on close."""
+    """Registers this instance, renews its lease (`run`) and leaves on close. `on_lapse` runs
+    when the lease was found expired, before joining again (still fenced): it drops the live
+    work of sessions peers took over or adopted meanwhile (core/engine.py)."""
 
-    def __init__(self, store: Store, config: ClusterConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: ClusterConfig,
+        on_lapse: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         self._store = store
+        self._on_lapse = on_lapse
         self.config = config
         self.id = config.instance_id
         self.secret = config.secret or ""
@@ -70,8 +82,9 @@ class Membership:
             repo.register(config.instance_id, config.url, config.lease_seconds)
             return repo.secret()
 
-        stored = await self._store.write(write)
+        stored = await self._store.write(write, fenced=False)
         self.secret = config.secret or stored
+        self._store.fence(self.id)  # from now on every write needs our lease
         self._joined = True
         log.info("joined the cluster as %s (%s)", self.id, config.url)
 
@@ -90,24 +103,37 @@ class Membership:
                 renewed = await self._store.write(
                     lambda uow: ClusterRepository(uow.conn).heartbeat(self.id, lease),
                     retry_seconds=interval,
+                    fenced=False,
                 )
                 if not renewed:
                     # Our lease ran out (a stalled process, a partition): peers may have taken
-                    # our in-flight sessions over. Join again; turns of sessions taken over
-                    # end as their writes meet the new state.
+                    # our in-flight sessions over. The fence refuses our writes meanwhile; drop
+                    # what was taken over, then join again.
                     log.error("cluster lease of %s expired before renewal; joining again", self.id)
+                    await self._lapsed()
                     await self.join()
             except Exception as exc:
                 log.warning("cluster heartbeat failed: %s", exc)
 
+    async def _lapsed(self) -> None:
+        if self._on_lapse is None:
+            return
+        try:
+            await self._on_lapse()
+        except Exception:
+            log.exception("could not drop the sessions taken over while the lease had lapsed")
+
     async def leave(self) -> None:
-        """Drop the registration (a clean stop); best effort."""
+        """Drop the registration (a clean stop; the last write of a member); best effort."""
         if not self._joined:
             return
         self._joined = False
+        self._store.fence(None)
         try:
             await self._store.write(
-                lambda uow: ClusterRepository(uow.conn).leave(self.id), retry_seconds=2.0
+                lambda uow: ClusterRepository(uow.conn).leave(self.id),
+                retry_seconds=2.0,
+                fenced=False,
             )
         except Exception as exc:
             log.warning("could not leave the cluster cleanly: %s", exc)

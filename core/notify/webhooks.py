@@ -16,6 +16,12 @@ attempt (no 2xx in time; redirects are not followed) is retried after about 1, 2
 
 Over 300 lines: the routes' service and the delivery worker share the signing, the URL and
 event checks and the retry schedule; the outbox itself is core/store/webhooks.py.
+A dispatcher sends only the deliveries it claimed in the database (core/store/webhooks.py
+`claim`, one conditional update for the due ones it is about to start), so two dispatchers
+on one database (cluster members around a leader handover) never send the same delivery at
+once. An attempt is bounded (ATTEMPT_SECONDS) well inside the claim's lease
+(CLAIM_SECONDS); a sender that dies mid-attempt leaves its claim to run out, then the
+delivery is due again.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,7 +50,7 @@ from c2.core.errors import (
 from c2.core.notify.payloads import WEBHOOK_EVENTS, event_kind
 from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
-from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import DueDelivery, WebhookRepository
 
@@ -55,6 +62,10 @@ JITTER = 0.2
 CONCURRENCY = 8
 CONNECT_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 10.0
+# One attempt, all told (connect, send, the answer's head), and the claim a sender holds on a
+# delivery meanwhile: longer than an attempt and the write recording its outcome.
+ATTEMPT_SECONDS = CONNECT_TIMEOUT + 2 * REQUEST_TIMEOUT
+CLAIM_SECONDS = 60.0
 # Longest sleep with nothing due (a safety net: commits and finished attempts wake it).
 IDLE_WAIT = 30.0
 # Pause after the store could not record an outcome (the delivery is retried afterwards).
@@ -221,6 +232,9 @@ class WebhookDispatcher:
         self._timeout = timeout
         self._wake = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        # This dispatcher as a sender in the deliveries it claims: its member (if any) and a
+        # token of its own.
+        self._sender = f"{store.instance_id or '-'} {uuid.uuid4().hex}"
         # Attempts that finished while `_start_due` was reading the pending list: that list may
         # predate their recorded outcome, so they must not be started again from it.
         self._finished_during_read: set[str] | None = None
@@ -233,6 +247,18 @@ class WebhookDispatcher:
 
     async def run(self) -> None:
         """Deliver pending webhook deliveries with retries and backoff, until cancelled."""
+        # Claims this instance's earlier senders left (a restart, a killed process, a run
+        # cancelled mid-attempt) would hold their deliveries for a lease: none of them sends.
+        instance = self._store.instance_id  # None: a plain server, the only sender
+        try:
+            released = await self._store.write(
+                lambda uow: WebhookRepository(uow.conn).release_claims(instance)
+            )
+        except Exception as exc:  # they become due when their claims run out
+            log.warning("could not take back earlier webhook claims: %s", exc)
+        else:
+            if released:
+                log.info("took back %d webhook deliveries an earlier run claimed", released)
         timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
         limits = httpx.Limits(max_connections=self._concurrency)
         async with httpx.AsyncClient(
@@ -265,26 +291,42 @@ class WebhookDispatcher:
         limit = free + len(self._inflight)
         self._finished_during_read = set()
         try:
-            pending = await self._store.read(lambda r: WebhookRepository(r.conn).pending(limit))
+            pending, now = await self._store.read(_pending(limit))
         finally:
             finished, self._finished_during_read = self._finished_during_read, None
-        now = utcnow()
+        due: list[DueDelivery] = []
+        wait = IDLE_WAIT
         for delivery in pending:
             if delivery.id in self._inflight or delivery.id in finished:
                 continue
             if delivery.next_attempt_at > now:
-                return max(0.01, float((delivery.next_attempt_at - now).total_seconds()))
-            if free <= 0:
+                wait = max(0.01, float((delivery.next_attempt_at - now).total_seconds()))
                 break
-            free -= 1
-            self._inflight[delivery.id] = asyncio.create_task(
-                self._attempt(client, delivery), name=f"c2-webhook:{delivery.id}"
-            )
-        return IDLE_WAIT
+            if len(due) >= free:
+                break
+            due.append(delivery)
+        if not due:
+            return wait
+        ids = [d.id for d in due]
+        claimed = await self._store.write(
+            lambda uow: WebhookRepository(uow.conn).claim(ids, self._sender, CLAIM_SECONDS)
+        )
+        for delivery in due:
+            if delivery.id in claimed:
+                self._inflight[delivery.id] = asyncio.create_task(
+                    self._attempt(client, delivery), name=f"c2-webhook:{delivery.id}"
+                )
+        # Another sender took some: read again (they are due when its claim runs out).
+        return wait if len(claimed) == len(due) else 0.0
 
     async def _attempt(self, client: httpx.AsyncClient, delivery: DueDelivery) -> None:
         try:
-            status = await self._post(client, delivery)
+            try:
+                async with asyncio.timeout(ATTEMPT_SECONDS):  # well inside the claim
+                    status = await self._post(client, delivery)
+            except TimeoutError:
+                log.info("webhook delivery %s to %s timed out", delivery.id, delivery.url)
+                status = None
             if status is not None and 200 <= status < 300:
                 await self._store.write(
                     lambda uow: WebhookRepository(uow.conn).delivered(
@@ -322,11 +364,11 @@ class WebhookDispatcher:
             return None
 
     def _failure(self, delivery: DueDelivery, status: int | None) -> Callable[[UnitOfWork], None]:
-        retry_at = utcnow() + timedelta(seconds=retry_delay(delivery.attempts + 1, self._scale))
+        retry_in = retry_delay(delivery.attempts + 1, self._scale)
 
         def write(uow: UnitOfWork) -> None:
             disabled = WebhookRepository(uow.conn).failed(
-                delivery.id, delivery.webhook_id, status, retry_at
+                delivery.id, delivery.webhook_id, status, retry_in, self._sender
             )
             if disabled is not None:
                 log.warning(
@@ -344,3 +386,13 @@ class WebhookDispatcher:
                 )
 
         return write
+
+
+def _pending(limit: int) -> Callable[[ReadUnit], tuple[list[DueDelivery], datetime]]:
+    """Read the pending deliveries and the senders' clock in one snapshot."""
+
+    def read(r: ReadUnit) -> tuple[list[DueDelivery], datetime]:
+        repo = WebhookRepository(r.conn)
+        return repo.pending(limit), repo.now()
+
+    return read

@@ -67,6 +67,24 @@ _SECRET_INSERT = text(
 )
 _SECRET_READ = text("SELECT value FROM cluster_settings WHERE name = :name")
 _NOTIFY_CONTROL = text("SELECT pg_notify('c2_ctl_' || md5(current_schema()), :p)")
+# The fence of a member's writes: its own row, with a live lease, locked against the DELETE of
+# a survivor taking it over until this transaction ends (KEY SHARE: heartbeats still pass).
+_HOLDS_LEASE = text(
+    "SELECT 1 FROM cluster_instances WHERE id = :id AND lease_expires_at > now() FOR KEY SHARE"
+)
+
+
+class LeaseLostError(Exception):
+    """This member's lease has expired: its writes are refused until it joins again (peers
+    may be taking its sessions over)."""
+
+
+def require_lease(conn: Connection, instance_id: str) -> None:
+    """Fence a member's write: raise LeaseLostError unless `instance_id` holds a live lease,
+    and keep it from being taken over until `conn`'s transaction ends. A write that commits
+    is therefore ordered before any takeover of its member; one after it is refused."""
+    if conn.execute(_HOLDS_LEASE, {"id": instance_id}).first() is None:
+        raise LeaseLostError(f"the cluster lease of {instance_id} has expired")
 
 
 def notify_members(conn: Connection, message: str) -> None:

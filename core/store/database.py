@@ -37,6 +37,7 @@ from c2.core.notify.payloads import WEBHOOK_EVENTS
 from c2.core.protocol.events import Event
 from c2.core.store.agent_processes import AgentProcessRepository
 from c2.core.store.buffer import WriteBuffer
+from c2.core.store.cluster import require_lease
 from c2.core.store.events import (
     CommittedEvent,
     EventLog,
@@ -44,7 +45,7 @@ from c2.core.store.events import (
     notify_position,
 )
 from c2.core.store.faults import StoreWriteError, describe, is_transient
-from c2.core.store.idempotency import IdempotencyRepository
+from c2.core.store.idempotency import CURRENT_OP, IdempotencyRepository, OpRecord, Reply
 from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
 from c2.core.store.search import SearchState, SearchWriter
@@ -71,6 +72,7 @@ class UnitOfWork:
 
     Inside a group-commit batch (`buffer` given) transcript and event rows are queued and
     inserted in bulk before COMMIT; `committed` is complete once the batch has flushed.
+    `op` is the idempotency record of the op that submitted this write, if any (`answer`).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class UnitOfWork:
         conn: Connection,
         part_seqs: dict[str, int] | None = None,
         buffer: WriteBuffer | None = None,
+        op: OpRecord | None = None,
     ) -> None:
         self.conn = conn
         self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
@@ -87,8 +90,18 @@ class UnitOfWork:
         self.idempotency = IdempotencyRepository(conn)
         self.agent_processes = AgentProcessRepository(conn)
         self.committed: list[CommittedEvent] = []
+        self.op = op
+        self.answered: Reply | None = None
         self._buffer = buffer
         self._queued: list[tuple[int, str | None, str]] = []
+
+    def answer(self, outcome: object) -> None:
+        """This write completes the op in flight: keep `outcome` (or the DomainError it
+        answers) as the op's idempotent reply in this same transaction, so the effect and
+        its record commit together (core/store/idempotency.py). Nothing when the write was
+        not submitted by an op carrying a request_id."""
+        if self.op is not None:
+            self.answered = self.op.keep(self.conn, outcome)
 
     def emit(self, ev: Event) -> None:
         """Append `ev` to the event log in this transaction, with the webhook deliveries it
@@ -135,6 +148,8 @@ class _Job(Generic[T]):
     error: BaseException | None = None
     committed: list[CommittedEvent] = field(default_factory=list)
     uow: UnitOfWork | None = None
+    op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
+    fenced: bool = True  # commits only while the store's fence holds (see Store.fence)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -221,6 +236,8 @@ class Store:
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
         self._search_states: dict[str, SearchState] = {}
         self._next_event_seq: int | None = None  # the writer's global event counter
+        # A cluster member whose lease every (fenced) write must hold (see `fence`).
+        self._fence: str | None = None
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
 
@@ -259,6 +276,16 @@ class Store:
         self._writer_engine.dispose()
         self._reader_engine.dispose()
 
+    def fence(self, instance_id: str | None) -> None:
+        """From now on, commit a write only while cluster member `instance_id` holds a live
+        lease (None: no fence). A member that stalled past its lease (a stopped process, a
+        partition) may have had its sessions taken over by a survivor; until it joins again,
+        its writes fail with LeaseLostError instead of landing in their new state. Checked in
+        each transaction, which also holds the member's row against a takeover until it
+        commits (core/store/cluster.py `require_lease`). Membership's own writes (joining,
+        heartbeats, leaving) are submitted unfenced."""
+        self._fence = instance_id
+
     def unavailable(self) -> str | None:
         """Why the store cannot commit right now; None while it can (readiness)."""
         writer = self._writer
@@ -279,9 +306,10 @@ class Store:
         *,
         patient: bool = False,
         retry_seconds: float | None = None,
+        fenced: bool = True,
     ) -> T:
         """Run `fn` in a write transaction; events it emitted are published before this returns."""
-        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds)
+        return await self.submit(fn, patient=patient, retry_seconds=retry_seconds, fenced=fenced)
 
     def submit(
         self,
@@ -289,6 +317,7 @@ class Store:
         *,
         patient: bool = False,
         retry_seconds: float | None = None,
+        fenced: bool = True,
     ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
         order, so a producer may stream writes and await only the last one (group commit).
@@ -303,7 +332,12 @@ class Store:
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
-        job: _Job[T] = _Job(fn=fn, loop=loop, future=loop.create_future(), deadline=deadline)
+        op = CURRENT_OP.get()
+        if op is not None and not op.carried_by_current_task():
+            op = None
+        job: _Job[T] = _Job(
+            fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op, fenced=fenced
+        )
         self._jobs.put(job)
         return job.future
 
@@ -408,9 +442,12 @@ class Store:
                             return conn
                         unverified = None
                     with conn.begin():
+                        fence = self._fence
+                        if fence is not None and any(job.fenced for job in pending):
+                            require_lease(conn, fence)  # LeaseLostError: fails the batch
                         buffer = WriteBuffer(search_cache=self._search_states)
                         for job in pending:
-                            job.uow = UnitOfWork(conn, self._part_seqs, buffer)
+                            job.uow = UnitOfWork(conn, self._part_seqs, buffer, job.op)
                             ran.append(job.uow)
                             job.result = job.fn(job.uow)
                         if not self.cluster:
@@ -539,6 +576,8 @@ class Store:
         for job in jobs:
             assert job.uow is not None
             job.uow.settle(seqs)
+            if job.op is not None and job.uow.answered is not None:
+                job.op.kept = job.uow.answered  # committed: the op need not record it again
             job.committed, job.uow = job.uow.committed, None
         self._dispatch(jobs)
 

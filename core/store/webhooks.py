@@ -10,6 +10,11 @@ revision in migrations/versions/.
 Over 300 lines: the tables, the outbox written in the event's transaction and the delivery
 bookkeeping the worker reads are one design; push subscriptions, a table of the same
 migration (0008), sit with them.
+A delivery is sent only by the sender that claimed it (`claim`): a conditional update of the
+due, pending row that names the sender and moves `next_attempt_at` one claim lease ahead, so
+exactly one sender's update matches and nobody else finds it due until its outcome is
+recorded or the lease ran out (the sender died). Cluster members judge this by the
+database's clock (`now()`); SQLite has one writer and uses this host's.
 """
 
 from __future__ import annotations
@@ -17,19 +22,22 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Column,
+    ColumnElement,
     Connection,
     DateTime,
     Index,
     Integer,
+    String,
     Text,
     and_,
     delete,
+    func,
     insert,
     select,
     update,
@@ -79,6 +87,8 @@ class WebhookDeliveryRow(SQLModel, table=True):
     next_attempt_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     delivered_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    # The sender whose claim holds the delivery while it is being sent (see the module doc).
+    claimed_by: str | None = Field(default=None, sa_column=Column(String(80)))
 
     __table_args__ = (
         Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),
@@ -206,6 +216,12 @@ def _webhook(row: Any) -> Webhook:
 def _as_utc(moment: datetime) -> datetime:
     # SQLite hands back naive datetimes (stored as UTC).
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _now(conn: Connection) -> ColumnElement[datetime] | datetime:
+    """Now, by the clock senders agree on: the database's for PostgreSQL (cluster members on
+    several hosts), this host's for SQLite (one writer)."""
+    return func.now() if conn.dialect.name == "postgresql" else utcnow()
 
 
 def record_deliveries(conn: Connection, events: list[tuple[int, Event]]) -> int:
@@ -351,9 +367,13 @@ class WebhookRepository:
             values["events"] = ",".join(values["events"])
         if values.get("enabled") is True:
             values["failures"] = 0
-            self._conn.execute(
+            self._conn.execute(  # a claimed one is being sent: its sender records it
                 update(_DELIVERIES)
-                .where(_DELIVERIES.c.webhook_id == hook_id, _DELIVERIES.c.state == "pending")
+                .where(
+                    _DELIVERIES.c.webhook_id == hook_id,
+                    _DELIVERIES.c.state == "pending",
+                    _DELIVERIES.c.claimed_by.is_(None),
+                )
                 .values(next_attempt_at=utcnow())
             )
         values["updated_at"] = utcnow()
@@ -391,8 +411,16 @@ class WebhookRepository:
             for r in rows
         ]
 
+    def now(self) -> datetime:
+        """The senders' clock (`_now`), read."""
+        now = _now(self._conn)
+        if isinstance(now, datetime):
+            return now
+        return _as_utc(self._conn.execute(select(now)).scalar_one())
+
     def pending(self, limit: int) -> list[DueDelivery]:
-        """Pending deliveries of enabled webhooks, soonest first (due or not)."""
+        """Pending deliveries of enabled webhooks, soonest first (due or not; a claimed one
+        is due when its claim runs out)."""
         rows = self._conn.execute(
             select(
                 _DELIVERIES.c.id,
@@ -426,9 +454,40 @@ class WebhookRepository:
             for r in rows
         ]
 
+    def claim(self, delivery_ids: list[str], sender: str, lease_seconds: float) -> set[str]:
+        """Claim those of `delivery_ids` that are still pending and due for `sender`, for
+        `lease_seconds`; returns the ids claimed (each by exactly one sender)."""
+        if not delivery_ids:
+            return set()
+        now = _now(self._conn)
+        claimed = self._conn.execute(
+            update(_DELIVERIES)
+            .where(
+                _DELIVERIES.c.id.in_(delivery_ids),
+                _DELIVERIES.c.state == "pending",
+                _DELIVERIES.c.next_attempt_at <= now,
+            )
+            .values(claimed_by=sender, next_attempt_at=now + timedelta(seconds=lease_seconds))
+            .returning(_DELIVERIES.c.id)
+        )
+        return {str(row[0]) for row in claimed.all()}
+
+    def release_claims(self, instance: str | None) -> int:
+        """Make due at once the deliveries claimed by senders of `instance` (a member id; None:
+        every sender, for a plain server that owns the database alone): their processes
+        are gone, as a sender starting under that instance shows. Returns how many."""
+        query = update(_DELIVERIES).where(
+            _DELIVERIES.c.state == "pending", _DELIVERIES.c.claimed_by.is_not(None)
+        )
+        if instance is not None:
+            query = query.where(_DELIVERIES.c.claimed_by.startswith(f"{instance} "))
+        now = _now(self._conn)
+        done = self._conn.execute(query.values(claimed_by=None, next_attempt_at=now))
+        return int(done.rowcount or 0)
+
     def delivered(self, delivery_id: str, webhook_id: str, status: int) -> None:
-        """Record a delivery as delivered with `status`; the webhook's failures reset."""
-        now = utcnow()
+        """Record a 2xx answer (whoever holds the claim now: it was delivered); the webhook's
+        failures reset."""
         self._conn.execute(
             update(_DELIVERIES)
             .where(_DELIVERIES.c.id == delivery_id)
@@ -436,25 +495,43 @@ class WebhookRepository:
                 state="delivered",
                 attempts=_DELIVERIES.c.attempts + 1,
                 last_status=status,
-                delivered_at=now,
+                delivered_at=utcnow(),
+                claimed_by=None,
             )
         )
         self._conn.execute(update(_HOOKS).where(_HOOKS.c.id == webhook_id).values(failures=0))
 
     def failed(
-        self, delivery_id: str, webhook_id: str, status: int | None, retry_at: datetime
+        self,
+        delivery_id: str,
+        webhook_id: str,
+        status: int | None,
+        retry_in: float,
+        sender: str | None = None,
     ) -> Disabled | None:
-        """Record a failed attempt; disables the webhook at DISABLE_AFTER consecutive
-        failures (returned, for the caller to announce in this transaction)."""
-        self._conn.execute(
+        """Record a failed attempt of `sender` (retried `retry_in` seconds from now); nothing
+        when its claim was lost (the claim's holder records its own attempt). Disables the
+        webhook at DISABLE_AFTER consecutive failures (returned, for the caller to announce
+        in this transaction)."""
+        now = _now(self._conn)
+        recorded = self._conn.execute(
             update(_DELIVERIES)
-            .where(_DELIVERIES.c.id == delivery_id, _DELIVERIES.c.state == "pending")
+            .where(
+                _DELIVERIES.c.id == delivery_id,
+                _DELIVERIES.c.state == "pending",
+                _DELIVERIES.c.claimed_by.is_(None)
+                if sender is None
+                else _DELIVERIES.c.claimed_by == sender,
+            )
             .values(
                 attempts=_DELIVERIES.c.attempts + 1,
                 last_status=status,
-                next_attempt_at=retry_at,
+                next_attempt_at=now + timedelta(seconds=retry_in),
+                claimed_by=None,
             )
         )
+        if not recorded.rowcount:
+            return None
         self._conn.execute(
             update(_HOOKS)
             .where(_HOOKS.c.id == webhook_id, _HOOKS.c.enabled.is_(True))

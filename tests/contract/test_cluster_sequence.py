@@ -11,12 +11,15 @@ would be missing from what it saw.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from functools import partial
 
 import pytest
+from sqlalchemy import text
 
 from c2.core.protocol.events import ErrorEvent
+from c2.core.store.cluster import ClusterRepository, LeaseLostError
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
 from c2.core.store.ownership import OwnershipError
@@ -149,3 +152,41 @@ async def test_unknown_commit_outcome_is_judged_by_the_rows_themselves(url: str)
             conn.close()
     finally:
         store.close()
+
+
+async def test_a_member_whose_lease_lapsed_commits_nothing_until_it_joins_again(url: str) -> None:
+    """The lease fence (Store.fence): once the member's lease has expired, its writes fail
+    with LeaseLostError and commit nothing, its membership writes still pass, and after it
+    registered again its writes commit."""
+    store = Store(url, cluster=True, instance_id="member-a")
+    store.start()
+    try:
+        repo = ClusterRepository
+        await store.write(
+            lambda uow: repo(uow.conn).register("member-a", "http://a", 30), fenced=False
+        )
+        store.fence("member-a")
+        await store.write(lambda uow: _emit("a", 1, uow))  # holds its lease: commits
+        # Its lease runs out (as if it had been stopped that long).
+        await store.write(
+            lambda uow: uow.conn.execute(
+                text("UPDATE cluster_instances SET lease_expires_at = now() - interval '1 s'")
+            ),
+            fenced=False,
+        )
+        with pytest.raises(LeaseLostError):
+            await store.write(lambda uow: _emit("a", 2, uow))
+        assert not await store.write(
+            lambda uow: repo(uow.conn).heartbeat("member-a", 30), fenced=False
+        )
+        await store.write(
+            lambda uow: repo(uow.conn).register("member-a", "http://a", 30), fenced=False
+        )
+        await store.write(lambda uow: _emit("a", 3, uow))
+        messages = [
+            json.loads(row.payload)["message"]
+            for row in await store.read(lambda r: r.events.after(0, limit=100))
+        ]
+        assert messages == ["a-1-0", "a-1-1", "a-3-0", "a-3-1"]
+    finally:
+        await asyncio.to_thread(store.close)

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 
+from c2.core.notify.webhooks import WebhookDispatcher
 from c2.core.protocol.events import ErrorEvent, TurnEnded
 from c2.core.session import utcnow
 from c2.core.store.database import Store, UnitOfWork
-from c2.core.store.webhooks import WebhookRepository
+from c2.core.store.webhooks import DueDelivery, WebhookRepository
 from tests.contract.pg import STORES, database_url_for
+from tests.notify.receivers import Receiver
 
 
 def _emit_error(message: str, uow: UnitOfWork) -> None:
@@ -118,3 +122,103 @@ async def test_delivered_deliveries_are_pruned_and_pending_ones_kept(store: Stor
     assert pruned == 1
     left = await store.read(lambda r: WebhookRepository(r.conn).deliveries(hook, 10))
     assert [d.id for d in left] == [second.id] and left[0].state == "pending"
+
+
+class SlowReceiver(Receiver):
+    """Answers each POST after a pause, so attempts overlap."""
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> int:
+        time.sleep(0.1)
+        return super().answer(path, headers, body)
+
+
+class Tagged(WebhookDispatcher):
+    """A dispatcher noting which deliveries it posted."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store, concurrency=4)
+        self.sent: list[str] = []
+
+    async def _post(self, client: httpx.AsyncClient, delivery: DueDelivery) -> int | None:
+        self.sent.append(delivery.id)
+        return await super()._post(client, delivery)
+
+
+async def test_two_dispatchers_never_send_one_delivery_twice(database_url: str):
+    """Two dispatchers on one database (cluster members around a leader handover) share the
+    outbox: each delivery is claimed by one of them (core/store/webhooks.py `claim`), so
+    the receiver gets every delivery id exactly once while both run, and both send some."""
+    # Two senders of their own (as members are; a plain server takes back every claim).
+    stores = [Store(database_url, instance_id=name) for name in ("a", "b")]
+    await asyncio.to_thread(stores[0].migrate)
+    for store in stores:
+        store.start()
+    tasks: list[asyncio.Task[None]] = []
+    with SlowReceiver() as receiver:
+        try:
+            url = receiver.url
+            hook = (
+                stores[0]
+                .write_sync(
+                    lambda uow: WebhookRepository(uow.conn).create(
+                        url=url,
+                        secret="s",
+                        events=["error"],
+                        include_content=False,
+                        created_by=None,
+                    )
+                )
+                .id
+            )
+            count = 24
+            await asyncio.gather(
+                *(stores[0].write(partial(_emit_error, str(n))) for n in range(count))
+            )
+            dispatchers = [Tagged(store) for store in stores]
+            tasks = [asyncio.create_task(d.run()) for d in dispatchers]
+            await receiver.wait_for(lambda got: len(got) >= count, timeout=60)
+            await asyncio.sleep(0.5)  # a duplicate would be on its way by now
+            ids = [r.headers["C2-Webhook-Id"] for r in receiver.snapshot()]
+            assert len(ids) == len(set(ids)) == count
+            first, second = (set(d.sent) for d in dispatchers)
+            assert first and second and not first & second  # both sent, never the same one
+            delivered = await stores[1].read(
+                lambda r: {d.state for d in WebhookRepository(r.conn).deliveries(hook, 100)}
+            )
+            assert delivered == {"delivered"}
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for store in stores:
+                await asyncio.to_thread(store.close)
+
+
+async def test_a_restarted_sender_takes_back_its_earlier_claims(database_url: str):
+    """A claim left by a killed process of the same instance is released when the instance's
+    dispatcher starts again (else the delivery waits out the lease); another instance's is not."""
+    store = Store(database_url, instance_id="a")
+    await asyncio.to_thread(store.migrate)
+    store.start()
+    try:
+        _hook(store, ["error"])
+        for message in ("mine", "theirs"):
+            await store.write(partial(_emit_error, message))
+        mine, theirs = await store.read(lambda r: WebhookRepository(r.conn).pending(10))
+
+        def claim(uow: UnitOfWork) -> None:
+            repo = WebhookRepository(uow.conn)
+            assert repo.claim([mine.id], "a old-process", 60) == {mine.id}
+            assert repo.claim([theirs.id], "b live-process", 60) == {theirs.id}
+            assert repo.claim([mine.id, theirs.id], "c", 60) == set()  # held
+
+        await store.write(claim)
+        released = await store.write(lambda uow: WebhookRepository(uow.conn).release_claims("a"))
+        assert released == 1
+        due, now = await store.read(
+            lambda r: (WebhookRepository(r.conn).pending(10), WebhookRepository(r.conn).now())
+        )
+        by_id = {d.id: d.next_attempt_at for d in due}
+        assert by_id[mine.id] <= now < by_id[theirs.id]
+    finally:
+        await asyncio.to_thread(store.close)
