@@ -39,13 +39,13 @@ from core.errors import (
     DeviceNotFoundError,
     ForceRequiredError,
     InsufficientScopeError,
+    InvalidCursorError,
     InvalidCwdError,
     InvalidMcpServerError,
     InvalidOptionError,
     InvalidPairingTokenError,
     InvalidPushSubscriptionError,
     InvalidQueryError,
-    InvalidSearchCursorError,
     InvalidTicketError,
     InvalidUsageQueryError,
     InvalidWebhookUrlError,
@@ -124,7 +124,7 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "setMode": (*_SETTINGS, UnknownModeError),
     "setConfigOption": (OperationFailedError,),  # only while the agent runs: no load
     # session reads and removals
-    "listSessions": (),
+    "listSessions": (InvalidCursorError,),
     "getSession": (SessionNotFoundError,),
     "deleteSession": (SessionNotFoundError,),
     "discardWorktree": (
@@ -143,7 +143,7 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
     "getUsage": (SessionNotFoundError, InvalidUsageQueryError),
     "setSessionBudget": (SessionNotFoundError,),
     "setDeviceBudget": (DeviceNotFoundError,),
-    "search": (SessionNotFoundError, InvalidQueryError, InvalidSearchCursorError),
+    "search": (SessionNotFoundError, InvalidQueryError, InvalidCursorError),
     # notifications
     "createWebhook": (InvalidWebhookUrlError, UnknownEventError, RequestIdReusedError),
     "listWebhooks": (),

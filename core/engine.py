@@ -66,6 +66,7 @@ from core.providers import ProviderRegistry
 from core.queue import FollowUpQueue, QueueView
 from core.reporter import Reporter
 from core.session import SessionRecord
+from core.session_list import Position, SessionPage, read_session_page
 from core.session_options import SessionOptions
 from core.skills import SkillLibrary
 from core.store.database import ReadUnit, Store, UnitOfWork
@@ -238,9 +239,9 @@ class Engine:
         except Exception as exc:
             raise StoreUnavailableError(f"couldn't read sessions: {exc}") from exc
 
-    async def list_sessions(self) -> list[SessionSnapshot]:
-        records = await self._read(lambda r: r.sessions.list_active())
-        return [rec.snapshot() for rec in records]
+    async def list_sessions(self, limit: int | None, after: Position | None) -> SessionPage:
+        """Active sessions, newest first, after a decoded cursor (core/session_list.py)."""
+        return await self._read(lambda r: read_session_page(r, limit, after))
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         record: SessionRecord | None = await self._read(lambda r: r.sessions.get(session_id))

@@ -15,6 +15,7 @@ from api.scopes import needs
 from core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
 from core.protocol import SessionSnapshot
 from core.scopes import Scope
+from core.session_list import DEFAULT_LIMIT, MAX_CURSOR, MAX_LIMIT, decode_cursor
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
@@ -30,11 +31,31 @@ def _model(model: type[Any]) -> Responses:
     responses=_model(SessionList),
     openapi_extra=needs(Scope.READ),
 )
-async def list_sessions(services: ServicesDep) -> JSONResponse:
-    """Active sessions, newest first; a storage failure is a 503 `sessions_error`, never []."""
+async def list_sessions(
+    services: ServicesDep,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_LIMIT, description=f"sessions per page ({DEFAULT_LIMIT})")
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1, max_length=MAX_CURSOR, description="`next_cursor` of the previous page"
+        ),
+    ] = None,
+) -> JSONResponse:
+    """Active sessions, newest first, a page at a time; a storage failure is a 503
+    `sessions_error`, never []."""
+    # A bad cursor is the client's mistake (422 invalid_cursor), not a failed list read.
+    after = None if cursor is None else decode_cursor(cursor)
     with framed("sessions_error", wrap_unexpected=True):
-        sessions = await services.engine.list_sessions()
-    return JSONResponse({"kind": "sessions", "sessions": [s.wire() for s in sessions]})
+        page = await services.engine.list_sessions(limit, after)
+    return JSONResponse(
+        {
+            "kind": "sessions",
+            "sessions": [s.wire() for s in page.sessions],
+            "next_cursor": page.next_cursor,
+        }
+    )
 
 
 @router.get(

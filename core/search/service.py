@@ -13,7 +13,7 @@ import base64
 import binascii
 from typing import Any
 
-from core.errors import InvalidSearchCursorError, SessionNotFoundError
+from core.errors import InvalidCursorError, SessionNotFoundError
 from core.search.query import Matcher, Query, parse, to_fts5, to_tsquery
 from core.search.snippets import snippet
 from core.store.database import ReadUnit, Store
@@ -37,7 +37,7 @@ def decode_cursor(cursor: str | None) -> int:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         offset = -1
     if not 0 < offset <= _MAX_OFFSET:
-        raise InvalidSearchCursorError("cursor is not one this server returned")
+        raise InvalidCursorError("cursor is not one this server returned")
     return offset
 
 

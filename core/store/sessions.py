@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, false, insert, select, tuple_, update
 
 from core.mcp_servers import dump_mcp_servers, parse_mcp_servers
 from core.protocol import (
@@ -182,12 +182,20 @@ class SessionRepository:
         row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
         return _from_row(row) if row is not None else None
 
-    def list_active(self) -> list[SessionRecord]:
-        """Non-archived sessions, newest first. A corrupt row fails the whole read."""
+    def list_page(
+        self, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[SessionRecord]:
+        """Up to `limit` non-archived sessions, newest first (created_at, then id, descending),
+        strictly after the (created_at, id) position `after`: one index range, however many
+        sessions are stored (core/session_list.py). A corrupt row fails the whole read."""
+        query = select(_SESSIONS).where(_SESSIONS.c.archived == false())
+        if after is not None:
+            created, session_id = after
+            query = query.where(
+                tuple_(_SESSIONS.c.created_at, _SESSIONS.c.id) < tuple_(created, session_id)
+            )
         rows = self._conn.execute(
-            select(_SESSIONS)
-            .where(_SESSIONS.c.archived.is_(False))
-            .order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc())
+            query.order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc()).limit(limit)
         ).all()
         return [_from_row(r) for r in rows]
 

@@ -30,6 +30,7 @@ from core.protocol import (
 )
 from core.scopes import ALL_SCOPES, Scope
 from core.session import SessionRecord, utcnow
+from core.session_list import SessionPage, decode_cursor, read_session_page
 from core.store.database import MIGRATIONS, Store, UnitOfWork
 from core.store.devices import Device, DeviceRepository
 from core.store.events import CommittedEvent
@@ -137,7 +138,7 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
         created_at=older.created_at + timedelta(seconds=1),
     )
     await db.write(lambda uow: (uow.sessions.insert(older), uow.sessions.insert(newer)))
-    listed = await db.read(lambda r: r.sessions.list_active())
+    listed = await db.read(lambda r: r.sessions.list_page(10))
     assert [s.id for s in listed] == ["s-new", "s-old"]
     running = older.evolve(activity=SessionActivity(revision=1, state=RunningState(turn_id="t1")))
     await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
@@ -149,6 +150,40 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
     interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
     assert [s.id for s in interrupted] == ["s-old"]
     assert interrupted[0].activity.state.kind == "failed"
+
+
+async def test_store_session_pages_stitch_newest_first(store):
+    """Pages of the session list (ties on created_at broken by id) stitch into the whole list
+    exactly once; a session created between two pages sorts before them, one deleted drops
+    out, and neither shifts a later page."""
+    db, _ = store
+    base = utcnow()
+    records = [
+        SessionRecord(
+            id=f"s{i:02d}", provider="codex", cwd="/tmp", created_at=base + timedelta(i // 3)
+        )
+        for i in range(11)
+    ]
+    await db.write(lambda uow: [uow.sessions.insert(rec) for rec in records])
+
+    async def page(after: str | None) -> SessionPage:
+        position = None if after is None else decode_cursor(after)
+        return await db.read(lambda r: read_session_page(r, 4, position))
+
+    first = await page(None)
+    assert [s.id for s in first.sessions] == ["s10", "s09", "s08", "s07"]
+    late = SessionRecord(id="s99", provider="codex", cwd="/tmp", created_at=base + timedelta(9))
+    gone = records[5].evolve(archived=True)
+    await db.write(
+        lambda uow: (uow.sessions.insert(late), uow.sessions.update(gone, ("archived",)))
+    )
+    second = await page(first.next_cursor)
+    assert [s.id for s in second.sessions] == ["s06", "s04", "s03", "s02"]
+    third = await page(second.next_cursor)
+    assert [s.id for s in third.sessions] == ["s01", "s00"] and third.next_cursor is None
+    everything = await db.read(lambda r: read_session_page(r, 200, None))
+    assert [s.id for s in everything.sessions][:2] == ["s99", "s10"]
+    assert everything.next_cursor is None and len(everything.sessions) == 11
 
 
 async def test_store_sessions_keep_modes_and_mcp_servers_with_secrets(store):
