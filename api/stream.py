@@ -136,9 +136,8 @@ class EventStream:
             )
             return data_frame(json.dumps({"kind": "sessions_error", "message": message}))
         self.last = through
-        sessions = ",".join(json.dumps(s.wire(), separators=(",", ":")) for s in page.sessions)
         return data_frame(
-            f'{{"kind":"sessions","sessions":[{sessions}],"through":{through},'
+            f'{{"kind":"sessions","sessions":{page.sessions_json()},"through":{through},'
             f'"next_cursor":{json.dumps(page.next_cursor)}}}',
             through,
         )

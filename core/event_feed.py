@@ -44,8 +44,7 @@ class EventFeed:
                 page = read_session_page(r, None, None)
             else:  # one row by key, not the list filtered
                 record = r.sessions.get(session)
-                shown = [] if record is None or record.archived else [record.snapshot()]
-                page = SessionPage(shown, None)
+                page = SessionPage([] if record is None or record.archived else [record], None)
             return page, r.events.last_seq()
 
         try:

@@ -30,7 +30,7 @@ from core.protocol import (
 )
 from core.session import SessionRecord
 from core.store.database import ReadUnit, Store, UnitOfWork
-from core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
+from core.transcript import read_context_page, render_transcript_context
 from core.worktrees import (
     CreatedWorktree,
     create_worktree_at_async,
@@ -209,7 +209,7 @@ class ForkService:
 
         def render(read: ReadUnit) -> str:
             newest = read.parts.user_seqs_before(sid, _ALL, 1)
-            page = read_page(read, sid, newest[0] if newest else None, DEFAULT_TURNS, None)
+            page = read_context_page(read, sid, newest[0] if newest else None)
             earlier = [(e.role, e.part) for e in page.entries]
             return render_transcript_context(title, earlier, page.next_before is not None)
 

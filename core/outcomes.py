@@ -64,10 +64,11 @@ class TranscriptPage(BaseModel):
     snapshot_through: int | None
 
     def wire(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
+        data = self.model_dump(mode="json", exclude={"entries"})
         data["entries"] = [
             {
                 "seq": e.seq,
+                "last_seq": e.last_seq,
                 "role": e.role,
                 "part": part_wire(e.part),
             }

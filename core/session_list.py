@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.errors import InvalidCursorError
-from core.protocol import SessionSnapshot
 from core.session import SessionRecord
 from core.store.database import ReadUnit
 
@@ -34,8 +33,12 @@ Position = tuple[datetime, str]  # (created_at, id) of the last session of a pag
 class SessionPage:
     """One page of active sessions, newest first; `next_cursor` None: no older session."""
 
-    sessions: list[SessionSnapshot]
+    records: list[SessionRecord]
     next_cursor: str | None
+
+    def sessions_json(self) -> str:
+        """The page's snapshots as a JSON array (each record's JSON is built once)."""
+        return "[" + ",".join(record.snapshot_json for record in self.records) + "]"
 
 
 def encode_cursor(record: SessionRecord) -> str:
@@ -74,7 +77,4 @@ def read_session_page(read: ReadUnit, limit: int | None, after: Position | None)
     records = read.sessions.list_page(size + 1, after)
     more = len(records) > size
     records = records[:size]
-    return SessionPage(
-        sessions=[rec.snapshot() for rec in records],
-        next_cursor=encode_cursor(records[-1]) if more else None,
-    )
+    return SessionPage(records, encode_cursor(records[-1]) if more else None)

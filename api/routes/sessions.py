@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
@@ -42,20 +43,18 @@ async def list_sessions(
             min_length=1, max_length=MAX_CURSOR, description="`next_cursor` of the previous page"
         ),
     ] = None,
-) -> JSONResponse:
+) -> Response:
     """Active sessions, newest first, a page at a time; a storage failure is a 503
     `sessions_error`, never []."""
     # A bad cursor is the client's mistake (422 invalid_cursor), not a failed list read.
     after = None if cursor is None else decode_cursor(cursor)
     with framed("sessions_error", wrap_unexpected=True):
         page = await services.engine.list_sessions(limit, after)
-    return JSONResponse(
-        {
-            "kind": "sessions",
-            "sessions": [s.wire() for s in page.sessions],
-            "next_cursor": page.next_cursor,
-        }
+    body = (
+        f'{{"kind":"sessions","sessions":{page.sessions_json()},'
+        f'"next_cursor":{json.dumps(page.next_cursor)}}}'
     )
+    return Response(body, media_type="application/json")
 
 
 @router.get(

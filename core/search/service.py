@@ -18,6 +18,7 @@ from core.search.query import Matcher, Query, parse, to_fts5, to_tsquery
 from core.search.snippets import snippet
 from core.store.database import ReadUnit, Store
 from core.store.search import Doc, SearchReader
+from core.transcript import ENTRY_BYTES, PAGE_BYTES
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -75,7 +76,7 @@ def _search(
     more = len(docs) > size
     docs = docs[:size]
     anchored = [(doc.session, doc.seq) for doc in docs if doc.seq is not None]
-    pages = iter(reader.pages_before(anchored))
+    pages = iter(reader.pages_before(anchored, PAGE_BYTES, ENTRY_BYTES))
     hits = [
         {
             "session": doc.session,

@@ -6,6 +6,7 @@ can never roll a session's activity backwards (protocol: Durable session activit
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -159,6 +160,14 @@ def _from_row(row: Any) -> SessionRecord:
     )
 
 
+@functools.lru_cache(maxsize=512)
+def _listed(row: Any) -> SessionRecord:
+    """`_from_row` for the session list, remembered by the row's every column: a record is
+    immutable and a pure function of its row, so an unchanged session read again (each
+    welcome frame, each list page) costs a hash, not a decode (issue 17)."""
+    return _from_row(row)
+
+
 class SessionRepository:
     def __init__(self, conn: Connection, search: SearchWriter | None = None) -> None:
         self._conn = conn
@@ -197,7 +206,7 @@ class SessionRepository:
         rows = self._conn.execute(
             query.order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc()).limit(limit)
         ).all()
-        return [_from_row(r) for r in rows]
+        return [_listed(r) for r in rows]
 
     def save(self, rec: SessionRecord) -> None:
         """Write every field of `rec` (creation-time and recovery writes)."""

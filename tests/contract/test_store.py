@@ -171,19 +171,19 @@ async def test_store_session_pages_stitch_newest_first(store):
         return await db.read(lambda r: read_session_page(r, 4, position))
 
     first = await page(None)
-    assert [s.id for s in first.sessions] == ["s10", "s09", "s08", "s07"]
+    assert [s.id for s in first.records] == ["s10", "s09", "s08", "s07"]
     late = SessionRecord(id="s99", provider="codex", cwd="/tmp", created_at=base + timedelta(9))
     gone = records[5].evolve(archived=True)
     await db.write(
         lambda uow: (uow.sessions.insert(late), uow.sessions.update(gone, ("archived",)))
     )
     second = await page(first.next_cursor)
-    assert [s.id for s in second.sessions] == ["s06", "s04", "s03", "s02"]
+    assert [s.id for s in second.records] == ["s06", "s04", "s03", "s02"]
     third = await page(second.next_cursor)
-    assert [s.id for s in third.sessions] == ["s01", "s00"] and third.next_cursor is None
+    assert [s.id for s in third.records] == ["s01", "s00"] and third.next_cursor is None
     everything = await db.read(lambda r: read_session_page(r, 200, None))
-    assert [s.id for s in everything.sessions][:2] == ["s99", "s10"]
-    assert everything.next_cursor is None and len(everything.sessions) == 11
+    assert [s.id for s in everything.records][:2] == ["s99", "s10"]
+    assert everything.next_cursor is None and len(everything.records) == 11
 
 
 async def test_store_sessions_keep_modes_and_mcp_servers_with_secrets(store):
