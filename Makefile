@@ -66,6 +66,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.events
 	$(BIN)/python -m bench.turns
 	$(BIN)/python -m bench.transcript
+	$(BIN)/python -m bench.pages
 	$(BIN)/python -m bench.agent_latency
 	$(BIN)/python -m bench.fleet
 

@@ -16,11 +16,14 @@ from c2.core.protocol.state import SessionSnapshot
 
 
 class SessionsFrame(BaseModel):
-    """The welcome frame (`id:` = `through`): every session, as of event sequence `through`."""
+    """The welcome frame (`id:` = `through`): the first page of the session list (newest
+    first), as of event sequence `through`; `GET /v1/sessions?cursor=` with `next_cursor`
+    reads the rest (null: the page holds every session)."""
 
     kind: Literal["sessions"]
     sessions: list[SessionSnapshot]
     through: int
+    next_cursor: str | None
 
 
 class EventFrame(BaseModel):

@@ -80,7 +80,7 @@ _OWN_CODES: dict[str, tuple[str, ...]] = {
     "setMode": (*_SETTINGS, "unknown_mode"),
     "setConfigOption": ("operation_failed",),  # only while the agent runs: no load
     # session reads and removals
-    "listSessions": (),
+    "listSessions": ("invalid_cursor",),
     "getSession": ("no_such_session",),
     "deleteSession": ("no_such_session",),
     "discardWorktree": (

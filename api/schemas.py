@@ -198,8 +198,12 @@ class PreviewBody(_Body):
 
 
 class SessionList(BaseModel):
+    """One page of active sessions, newest first; `next_cursor` reads the next (older) page,
+    null when there is none."""
+
     kind: Literal["sessions"] = "sessions"
     sessions: list[SessionSnapshot]
+    next_cursor: str | None
 
 
 class Health(BaseModel):

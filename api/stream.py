@@ -125,7 +125,7 @@ class EventStream:
 
     async def _welcome(self) -> bytes:
         try:
-            snapshots, through = await self._feed.welcome(self._session)
+            page, through = await self._feed.welcome(self._session)
         except Exception as exc:
             # The protocol's explicit failure frame: clients keep their last good list. The
             # stream then ends, as it has no position to continue from.
@@ -136,9 +136,10 @@ class EventStream:
             )
             return data_frame(json.dumps({"kind": "sessions_error", "message": message}))
         self.last = through
-        sessions = ",".join(json.dumps(s.wire(), separators=(",", ":")) for s in snapshots)
         return data_frame(
-            f'{{"kind":"sessions","sessions":[{sessions}],"through":{through}}}', through
+            f'{{"kind":"sessions","sessions":{page.sessions_json()},"through":{through},'
+            f'"next_cursor":{json.dumps(page.next_cursor)}}}',
+            through,
         )
 
     async def _replay(self) -> AsyncIterator[bytes]:

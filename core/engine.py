@@ -65,6 +65,7 @@ from c2.core.providers import ProviderRegistry
 from c2.core.queue import FollowUpQueue, QueueView
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
+from c2.core.session_list import Position, SessionPage, read_session_page
 from c2.core.session_options import SessionOptions
 from c2.core.skills import SkillLibrary
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
@@ -273,10 +274,9 @@ class Engine:
         """`session_id`'s stored record (its owner, its worktree), None when unknown."""
         return await self._read(lambda r: r.sessions.get(session_id))
 
-    async def list_sessions(self) -> list[SessionSnapshot]:
-        """The snapshots of every session not deleted, newest first."""
-        records = await self._read(lambda r: r.sessions.list_active())
-        return [rec.snapshot() for rec in records]
+    async def list_sessions(self, limit: int | None, after: Position | None) -> SessionPage:
+        """Active sessions, newest first, after a decoded cursor (core/session_list.py)."""
+        return await self._read(lambda r: read_session_page(r, limit, after))
 
     async def get_session(self, session_id: str) -> SessionSnapshot:
         """One session's snapshot; a deleted session is not found."""

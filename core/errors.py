@@ -14,7 +14,8 @@ each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. Th
     │                CheckpointGitError
     ├── checkpoints: NoCheckpointsError, NoSuchTurnError, NoSuchCheckpointError,
     │                OutsideChangesError, ForceRequiredError, QueueItemNotFoundError
-    ├── reads:       TranscriptCursorError, InvalidUsageQueryError
+    ├── reads:       TranscriptCursorError, InvalidUsageQueryError, InvalidQueryError,
+    │                InvalidCursorError
     ├── store:       StoreUnavailableError, RequestIdReusedError
     └── devices:     UnauthorizedError, InvalidPairingTokenError, InvalidTicketError,
                      RateLimitedError, DeviceNotFoundError, InsufficientScopeError
@@ -256,9 +257,11 @@ class InvalidQueryError(DomainError):
     title = "Invalid search query"
 
 
-class InvalidSearchCursorError(DomainError):
+class InvalidCursorError(DomainError):
+    """A page cursor (search hits, the session list) that this server did not return."""
+
     code = "invalid_cursor"
-    title = "Invalid search cursor"
+    title = "Invalid cursor"
 
 
 # -- notifications (core/notify/) ---------------------------------------------------------------

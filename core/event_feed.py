@@ -1,15 +1,15 @@
-"""What an event stream reads from the durable log (docs/api.md §6): the welcome snapshot with the
-log position it reflects, whether a resume position can be replayed (else a resync), and the
-events after a position, in batches (from the ring of recent events while it reaches back that
-far, else from the log), and each event's shared frame. api/stream.py orders and sends them.
+"""What an event stream reads from the durable log (docs/api.md §6): the welcome snapshot (the
+first page of the session list) with the log position it reflects, whether a resume position
+can be replayed (else a resync), and the events after a position, in batches (from the ring of
+recent events while it reaches back that far, else from the log), and each event's shared
+frame. api/stream.py orders and sends them.
 """
 
 from __future__ import annotations
 
 from c2.core.errors import DomainError, StoreUnavailableError
 from c2.core.event_ring import EventRing
-from c2.core.protocol.state import SessionSnapshot
-from c2.core.session import SessionRecord
+from c2.core.session_list import SessionPage, read_session_page
 from c2.core.store.database import ReadUnit, Store
 from c2.core.store.events import CommittedEvent, LogBounds
 
@@ -34,25 +34,25 @@ class EventFeed:
         # Replay reads, and those of them that went to the database (the ring didn't reach).
         self.replay_reads = self.log_reads = 0
 
-    async def welcome(self, session: str | None = None) -> tuple[list[SessionSnapshot], int]:
-        """The welcome snapshot (one session's, or every active one) and the log position it
-        reflects, from one read transaction; StoreUnavailableError when it can't be read."""
+    async def welcome(self, session: str | None = None) -> tuple[SessionPage, int]:
+        """The welcome snapshot (one session's, or the first page of the active ones: the
+        rest is fetched with its `next_cursor`) and the log position it reflects, from one
+        read transaction; StoreUnavailableError when it can't be read."""
 
-        def read(r: ReadUnit) -> tuple[list[SessionRecord], int]:
+        def read(r: ReadUnit) -> tuple[SessionPage, int]:
             if session is None:
-                records = r.sessions.list_active()
-            else:  # one row by key, not the whole list filtered
+                page = read_session_page(r, None, None)
+            else:  # one row by key, not the list filtered
                 record = r.sessions.get(session)
-                records = [record] if record is not None and not record.archived else []
-            return records, r.events.last_seq()
+                page = SessionPage([] if record is None or record.archived else [record], None)
+            return page, r.events.last_seq()
 
         try:
-            records, through = await self._store.read(read)
+            return await self._store.read(read)
         except DomainError:
             raise
         except Exception as exc:
             raise StoreUnavailableError(f"couldn't read sessions: {exc}") from exc
-        return [rec.snapshot() for rec in records], through
 
     async def resync(self, after: int) -> str | None:
         """Why a stream can't resume after `after` (it gets a resync), or None."""

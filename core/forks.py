@@ -26,7 +26,7 @@ from c2.core.protocol.state import ForkedFrom, SessionSnapshot, TranscriptEntry
 from c2.core.protocol.values import WorktreeBase
 from c2.core.session import SessionRecord
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
-from c2.core.transcript import DEFAULT_TURNS, read_page, render_transcript_context
+from c2.core.transcript import read_context_page, render_transcript_context
 from c2.core.worktrees import (
     CreatedWorktree,
     create_worktree_at_async,
@@ -200,7 +200,7 @@ class ForkService:
 
         def render(read: ReadUnit) -> str:
             newest = read.parts.user_seqs_before(sid, _ALL, 1)
-            page = read_page(read, sid, newest[0] if newest else None, DEFAULT_TURNS, None)
+            page = read_context_page(read, sid, newest[0] if newest else None)
             earlier = [(e.role, e.part) for e in page.entries]
             return render_transcript_context(title, earlier, page.next_before is not None)
 

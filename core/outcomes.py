@@ -60,10 +60,11 @@ class TranscriptPage(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The page as sent: each entry's part in its wire form."""
-        data = self.model_dump(mode="json")
+        data = self.model_dump(mode="json", exclude={"entries"})
         data["entries"] = [
             {
                 "seq": e.seq,
+                "last_seq": e.last_seq,
                 "role": e.role,
                 "part": part_wire(e.part),
             }

@@ -6,6 +6,8 @@ back. Nothing here performs I/O.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +83,11 @@ class SessionRecord:
         if option is not None and option.current:
             return option.current
         return self.models.current if self.models is not None and self.models.current else None
+
+    @functools.cached_property
+    def snapshot_json(self) -> str:
+        """The snapshot's wire JSON, built once per record (the record is immutable)."""
+        return json.dumps(self.snapshot().wire(), separators=(",", ":"), ensure_ascii=False)
 
     def snapshot(self) -> SessionSnapshot:
         """The snapshot clients see: the record's fields of the same name, and the few it

@@ -3,6 +3,7 @@ preview."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
@@ -16,6 +17,7 @@ from c2.api.scopes import needs
 from c2.core.outcomes import PromptPreview, TranscriptPage, WorktreeDiscarded
 from c2.core.protocol.state import SessionSnapshot
 from c2.core.scopes import Scope
+from c2.core.session_list import DEFAULT_LIMIT, MAX_CURSOR, MAX_LIMIT, decode_cursor
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(current_device)])
 SessionPath = Annotated[str, Path(min_length=1, max_length=128, description="Session id")]
@@ -31,11 +33,29 @@ def _model(model: type[Any]) -> Responses:
     responses=_model(SessionList),
     openapi_extra=needs(Scope.READ),
 )
-async def list_sessions(services: ServicesDep) -> JSONResponse:
-    """Active sessions, newest first; a storage failure is a 503 `sessions_error`, never []."""
+async def list_sessions(
+    services: ServicesDep,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_LIMIT, description=f"sessions per page ({DEFAULT_LIMIT})")
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1, max_length=MAX_CURSOR, description="`next_cursor` of the previous page"
+        ),
+    ] = None,
+) -> Response:
+    """Active sessions, newest first, a page at a time; a storage failure is a 503
+    `sessions_error`, never []."""
+    # A bad cursor is the client's mistake (422 invalid_cursor), not a failed list read.
+    after = None if cursor is None else decode_cursor(cursor)
     with framed("sessions_error", wrap_unexpected=True):
-        sessions = await services.engine.list_sessions()
-    return JSONResponse({"kind": "sessions", "sessions": [s.wire() for s in sessions]})
+        page = await services.engine.list_sessions(limit, after)
+    body = (
+        f'{{"kind":"sessions","sessions":{page.sessions_json()},'
+        f'"next_cursor":{json.dumps(page.next_cursor)}}}'
+    )
+    return Response(body, media_type="application/json")
 
 
 @router.get(

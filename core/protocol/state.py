@@ -198,7 +198,12 @@ def part_wire(part: Part) -> dict[str, Any]:
 
 
 class TranscriptEntry(BaseModel):
+    """One transcript row, or (in a page) consecutive streamed chunks of one agent message or
+    thought merged into one part: rows `seq`..`last_seq`, every one of them a chunk of it
+    (`last_seq` == `seq` for a single row)."""
+
     seq: int
+    last_seq: int
     role: Literal["user", "agent"]
     part: Part
 

@@ -13,11 +13,12 @@ import base64
 import binascii
 from typing import Any
 
-from c2.core.errors import InvalidSearchCursorError, SessionNotFoundError
+from c2.core.errors import InvalidCursorError, SessionNotFoundError
 from c2.core.search.query import Matcher, Query, parse, to_fts5, to_tsquery
 from c2.core.search.snippets import snippet
 from c2.core.store.database import ReadUnit, Store
 from c2.core.store.search import Doc, SearchReader
+from c2.core.transcript import ENTRY_BYTES, PAGE_BYTES
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -39,7 +40,7 @@ def decode_cursor(cursor: str | None) -> int:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         offset = -1
     if not 0 < offset <= _MAX_OFFSET:
-        raise InvalidSearchCursorError("cursor is not one this server returned")
+        raise InvalidCursorError("cursor is not one this server returned")
     return offset
 
 
@@ -78,7 +79,7 @@ def _search(
     more = len(docs) > size
     docs = docs[:size]
     anchored = [(doc.session, doc.seq) for doc in docs if doc.seq is not None]
-    pages = iter(reader.pages_before(anchored))
+    pages = iter(reader.pages_before(anchored, PAGE_BYTES, ENTRY_BYTES))
     hits = [
         {
             "session": doc.session,

@@ -20,11 +20,29 @@ Role = Literal["user", "agent"]
 # Built once: constructing Core statements per call costs more than executing them.
 _INSERT = insert(_PARTS)
 _MAX_SEQ = select(func.max(_PARTS.c.seq)).where(_PARTS.c.session_id == bindparam("sid"))
+# Newest rows first within [lo, hi): a page reads backwards from its cursor (primary key).
+_NEWEST = (
+    select(_PARTS.c.seq, _PARTS.c.role, _PARTS.c.part_json)
+    .where(
+        _PARTS.c.session_id == bindparam("sid"),
+        _PARTS.c.seq >= bindparam("lo"),
+        _PARTS.c.seq < bindparam("hi"),
+    )
+    .order_by(_PARTS.c.seq.desc())
+    .limit(bindparam("n"))
+)
+_NEWEST_BATCH = 1000
+Row = tuple[int, str, str]  # seq, role, the part's stored JSON
 
 
-def _entry(row: tuple[int, str, str]) -> TranscriptEntry:
+def _entry(row: Row) -> TranscriptEntry:
     seq, role, raw = row
-    return TranscriptEntry(seq=seq, role=role, part=PART_ADAPTER.validate_json(raw))
+    return TranscriptEntry(seq=seq, last_seq=seq, role=role, part=PART_ADAPTER.validate_json(raw))
+
+
+def row_bytes(raw: str, overhead: int) -> int:
+    """What a row costs a page: its part's JSON in UTF-8 plus the entry's own members."""
+    return len(raw.encode()) + overhead
 
 
 class PartRepository:
@@ -115,6 +133,30 @@ class PartRepository:
             .limit(limit)
         ).all()
         return [int(r[0]) for r in rows]
+
+    def newest_rows(
+        self, session_id: str, start: int, below: int, budget: int, overhead: int
+    ) -> tuple[list[Row], bool]:
+        """Rows with start <= seq < below, as many of the newest as fit `budget` bytes
+        (`row_bytes`; the newest always fits), ascending, and whether older ones were left
+        out. Reads backwards in batches, so a cut page never reads what it leaves out."""
+        rows: list[Row] = []
+        used, high = 0, below
+        while True:
+            batch = self._conn.execute(
+                _NEWEST, {"sid": session_id, "lo": start, "hi": high, "n": _NEWEST_BATCH}
+            ).all()
+            for seq, role, raw in batch:
+                cost = row_bytes(raw, overhead)
+                if rows and used + cost > budget:
+                    rows.reverse()
+                    return rows, True
+                used += cost
+                rows.append((seq, role, raw))
+            if len(batch) < _NEWEST_BATCH:
+                rows.reverse()
+                return rows, False
+            high = batch[-1][0]
 
     def range(self, session_id: str, start: int, end_inclusive: int) -> list[TranscriptEntry]:
         """Rows with start <= seq <= end_inclusive, ascending."""

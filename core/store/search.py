@@ -44,6 +44,7 @@ DOC_CHARS = 32_000
 TITLE_KEY = "title"
 # Ranking reads each candidate's statistics: beyond this many matches only the newest rank.
 RANK_WINDOW = 2000
+_NO_ROW = 2**63 - 1  # above every transcript seq
 
 # An index step, in transcript order: a row (seq, role, part) or the end of a turn (None).
 SearchOp = tuple[str, int, str, Part] | tuple[str, None, None, None]
@@ -504,10 +505,14 @@ class SearchReader:
             out.append(Doc(str(sid), int(first), str(kind), "".join(t for _s, t in rows)))
         return out
 
-    def pages_before(self, rows: list[tuple[str, int]]) -> list[int | None]:
-        """For each (session, seq): the transcript cursor whose page holds that row, i.e. the
-        session's next user row (None: the newest page). Pages end just below their cursor
-        and always hold whole turns. One statement for all rows."""
+    def pages_before(
+        self, rows: list[tuple[str, int]], budget: int, overhead: int
+    ) -> list[int | None]:
+        """For each (session, seq): the transcript cursor whose page holds that row. That is
+        the session's next user row (None: the newest page), as pages end just below their
+        cursor and hold whole turns; but a page holds only the newest rows of its turns that
+        fit `budget` bytes (core/transcript.py), so when the rows from this one up to that
+        cursor do not fit, the cursor is the next row itself (a page then ends with it)."""
         if not rows:
             return []
         params: dict[str, Any] = {}
@@ -519,4 +524,22 @@ class SearchReader:
                 f" AND seq > :q{i})"
             )
         found = self._conn.execute(text("SELECT " + ", ".join(columns)), params).one()
-        return [None if value is None else int(value) for value in found]
+        cursors = [None if value is None else int(value) for value in found]
+        return [
+            cursor if self._fits(session, seq, cursor, budget, overhead) else seq + 1
+            for (session, seq), cursor in zip(rows, cursors, strict=True)
+        ]
+
+    def _fits(self, session: str, seq: int, below: int | None, budget: int, overhead: int) -> bool:
+        """Whether rows seq <= s < below (None: to the newest) cost at most `budget` bytes,
+        each its part JSON in UTF-8 plus `overhead`; reads at most the rows that could fit."""
+        size = "length(CAST(part_json AS BLOB))" if self._sqlite else "octet_length(part_json)"
+        cap = budget // overhead + 1  # rows that cost more than the budget by overhead alone
+        used, count = self._conn.execute(
+            text(
+                f"SELECT coalesce(sum({size}), 0), count(*) FROM (SELECT part_json FROM parts"
+                " WHERE session_id = :s AND seq >= :q AND seq < :b ORDER BY seq LIMIT :n) AS t"
+            ),
+            {"s": session, "q": seq, "b": _NO_ROW if below is None else below, "n": cap},
+        ).one()
+        return int(count) <= 1 or int(used) + overhead * int(count) <= budget

@@ -7,12 +7,14 @@ can never roll a session's activity backwards (docs/protocol.md: Durable session
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, false, insert, select, tuple_, update
 
 from c2.core.activity import INTERRUPTED
 from c2.core.mcp_servers import dump_mcp_servers, parse_mcp_servers
@@ -123,6 +125,14 @@ def _from_row(row: Any) -> SessionRecord:
     return SessionRecord(**fields)
 
 
+@functools.lru_cache(maxsize=512)
+def _listed(row: Any) -> SessionRecord:
+    """`_from_row` for the session list, remembered by the row's every column: a record is
+    immutable and a pure function of its row, so an unchanged session read again (each
+    welcome frame, each list page) costs a hash, not a decode (issue 17)."""
+    return _from_row(row)
+
+
 class SessionRepository:
     """Sessions as records; writers also keep the search index's titles."""
 
@@ -150,14 +160,22 @@ class SessionRepository:
         row = self._conn.execute(select(_SESSIONS).where(_SESSIONS.c.id == session_id)).first()
         return _from_row(row) if row is not None else None
 
-    def list_active(self) -> list[SessionRecord]:
-        """Non-archived sessions, newest first. A corrupt row fails the whole read."""
+    def list_page(
+        self, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[SessionRecord]:
+        """Up to `limit` non-archived sessions, newest first (created_at, then id, descending),
+        strictly after the (created_at, id) position `after`: one index range, however many
+        sessions are stored (core/session_list.py). A corrupt row fails the whole read."""
+        query = select(_SESSIONS).where(_SESSIONS.c.archived == false())
+        if after is not None:
+            created, session_id = after
+            query = query.where(
+                tuple_(_SESSIONS.c.created_at, _SESSIONS.c.id) < tuple_(created, session_id)
+            )
         rows = self._conn.execute(
-            select(_SESSIONS)
-            .where(_SESSIONS.c.archived.is_(False))
-            .order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc())
+            query.order_by(_SESSIONS.c.created_at.desc(), _SESSIONS.c.id.desc()).limit(limit)
         ).all()
-        return [_from_row(r) for r in rows]
+        return [_listed(r) for r in rows]
 
     def save(self, rec: SessionRecord) -> None:
         """Write every field of `rec` (creation-time and recovery writes)."""

@@ -54,7 +54,9 @@ class SessionRow(SQLModel, table=True):
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
-    __table_args__ = (Index("ix_sessions_archived_created", "archived", "created_at"),)
+    # The session list's order (newest first, id breaking ties) as one index range: a page
+    # of the list costs the same with 100 sessions or 100,000 (core/session_list.py).
+    __table_args__ = (Index("ix_sessions_archived_created_id", "archived", "created_at", "id"),)
 
 
 class PartRow(SQLModel, table=True):

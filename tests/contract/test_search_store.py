@@ -23,6 +23,7 @@ from c2.core.search.query import parse
 from c2.core.search.service import _search
 from c2.core.session import SessionRecord, utcnow
 from c2.core.store.database import MIGRATIONS, Store, UnitOfWork
+from c2.core.transcript import read_page
 from tests.contract.pg import STORES, database_url_for
 
 
@@ -165,5 +166,35 @@ def test_a_long_message_becomes_documents_as_it_grows(database_url: str) -> None
             ).scalar()
         )
         assert docs == 3
+    finally:
+        store.close()
+
+
+def test_a_hit_deep_in_a_long_turn_names_a_page_that_holds_it(database_url: str) -> None:
+    """A turn larger than a page's byte bound: a hit's `before` names a page that holds the
+    hit's row (a cursor inside the turn), and one in the small turn after it the next user
+    row, as ever."""
+    store = Store(database_url)
+    store.migrate()
+    chunk = "filler " * 1_400 + "\n"  # 9,801 characters: a page holds about a hundred
+
+    def write(uow: UnitOfWork) -> None:
+        uow.sessions.insert(SessionRecord(id="big", provider="p", cwd="/", title="t"))
+        uow.parts.append("big", "user", PromptPart(text="start", display=""))
+        for i in range(300):
+            marker = "needle " if i == 40 else ""
+            uow.parts.append("big", "agent", TextPart(text=marker + chunk))
+        uow.search.turn_ended("big")
+        uow.parts.append("big", "user", PromptPart(text="haystack", display=""))
+
+    try:
+        store.write_sync(write)
+        (deep,) = _hits(store, "needle")
+        assert deep["transcript_seq"] is not None and deep["before"] != 302
+        (late,) = _hits(store, "haystack")
+        assert late["before"] is None
+        page = store.read_sync(lambda r: read_page(r, "big", deep["before"], None, None))
+        held = {n for e in page.entries for n in range(e.seq, e.last_seq + 1)}
+        assert deep["transcript_seq"] in held
     finally:
         store.close()

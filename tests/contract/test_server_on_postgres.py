@@ -52,7 +52,7 @@ async def test_server_on_postgres_runs_turns_and_recovers(
         page = (await client.http.get(f"/v1/sessions/{sid}/transcript")).json()
         texts = [e["part"]["text"] for e in page["entries"] if e["part"]["kind"] == "text"]
         assert texts[:2] == ["hello", "allow"]
-        assert page["snapshot_through"] == page["entries"][-1]["seq"]
+        assert page["snapshot_through"] == page["entries"][-1]["last_seq"]
         await client.aclose()
     finally:
         server.stop()

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ from c2.core.protocol.values import (
 )
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import SessionRecord, utcnow
-from c2.core.store.database import MIGRATIONS, Store, UnitOfWork
+from c2.core.session_list import SessionPage, decode_cursor, read_session_page
+from c2.core.store.database import MIGRATIONS, ReadUnit, Store, UnitOfWork
 from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
 from c2.core.store.sessions import ActivityConflictError
@@ -148,7 +150,7 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
         created_at=older.created_at + timedelta(seconds=1),
     )
     await db.write(lambda uow: (uow.sessions.insert(older), uow.sessions.insert(newer)))
-    listed = await db.read(lambda r: r.sessions.list_active())
+    listed = await db.read(lambda r: r.sessions.list_page(10))
     assert [s.id for s in listed] == ["s-new", "s-old"]
     running = older.evolve(activity=SessionActivity(revision=1, state=RunningState(turn_id="t1")))
     await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
@@ -160,6 +162,45 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
     interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
     assert [s.id for s in interrupted] == ["s-old"]
     assert interrupted[0].activity.state.kind == "failed"
+
+
+async def test_store_session_pages_stitch_newest_first(store):
+    """Pages of the session list (ties on created_at broken by id) stitch into the whole list
+    exactly once; a session created between two pages sorts before them, one deleted drops
+    out, and neither shifts a later page."""
+    db, _ = store
+    base = utcnow()
+    records = [
+        SessionRecord(
+            id=f"s{i:02d}", provider="codex", cwd="/tmp", created_at=base + timedelta(i // 3)
+        )
+        for i in range(11)
+    ]
+    await db.write(partial(_insert_all, records))
+
+    async def page(after: str | None) -> SessionPage:
+        position = None if after is None else decode_cursor(after)
+
+        def read(r: ReadUnit) -> SessionPage:
+            return read_session_page(r, 4, position)
+
+        got: SessionPage = await db.read(read)
+        return got
+
+    first = await page(None)
+    assert [s.id for s in first.records] == ["s10", "s09", "s08", "s07"]
+    late = SessionRecord(id="s99", provider="codex", cwd="/tmp", created_at=base + timedelta(9))
+    gone = records[5].evolve(archived=True)
+    await db.write(
+        lambda uow: (uow.sessions.insert(late), uow.sessions.update(gone, ("archived",)))
+    )
+    second = await page(first.next_cursor)
+    assert [s.id for s in second.records] == ["s06", "s04", "s03", "s02"]
+    third = await page(second.next_cursor)
+    assert [s.id for s in third.records] == ["s01", "s00"] and third.next_cursor is None
+    everything = await db.read(lambda r: read_session_page(r, 200, None))
+    assert [s.id for s in everything.records][:2] == ["s99", "s10"]
+    assert everything.next_cursor is None and len(everything.records) == 11
 
 
 async def test_store_sessions_keep_modes_and_mcp_servers_with_secrets(store):
@@ -232,6 +273,11 @@ def _every_field_set() -> SessionRecord:
         created_at=moment,
         updated_at=moment + timedelta(seconds=1),
     )
+
+
+def _insert_all(records: list[SessionRecord], uow: UnitOfWork) -> None:
+    for rec in records:
+        uow.sessions.insert(rec)
 
 
 async def test_store_sessions_keep_every_field_and_update_only_the_named(store):

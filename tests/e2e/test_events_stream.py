@@ -10,8 +10,15 @@ import anyio
 import httpx
 
 from c2.core.protocol.events import ErrorEvent
+from c2.core.session import SessionRecord, utcnow
+from c2.core.session_list import DEFAULT_LIMIT
 from c2.core.store.database import UnitOfWork
 from tests.conftest import LiveServer, ServerFactory, SSEClient
+
+
+def _insert_all(records: list[SessionRecord], uow: UnitOfWork) -> None:
+    for rec in records:
+        uow.sessions.insert(rec)
 
 
 def _emit_error(message: str, uow: UnitOfWork) -> None:
@@ -28,7 +35,7 @@ async def test_events_stream_opens_with_sessions_frame(live_server: LiveServer, 
     assert headers["x-accel-buffering"] == "no"
     first = await stream.next()
     assert first is not None and first.kind == "sessions"
-    assert first.data == {"kind": "sessions", "sessions": [], "through": head}
+    assert first.data == {"kind": "sessions", "sessions": [], "through": head, "next_cursor": None}
     assert first.id == head
     (seq,) = live_server.emit(ErrorEvent(session=None, message="after", terminal=False))
     (frame,) = await stream.events(1)
@@ -39,6 +46,37 @@ async def test_events_stream_opens_with_sessions_frame(live_server: LiveServer, 
         "message": "after",
         "terminal": False,
     }
+
+
+async def test_events_stream_welcome_is_the_first_page_of_sessions(
+    live_server: LiveServer, open_stream
+):
+    """With more sessions than a page, the welcome frame carries the newest page and a
+    `next_cursor`; GET /v1/sessions with it reads the rest, each session once."""
+    base = utcnow()
+    records = [
+        SessionRecord(id=f"s{i:03d}", provider="codex", cwd="/tmp", created_at=base + timedelta(i))
+        for i in range(DEFAULT_LIMIT + 7)
+    ]
+    store = live_server.services.store
+    await live_server.acall(lambda: store.write(partial(_insert_all, records)))
+    stream = await open_stream(live_server)
+    first = await stream.next()
+    assert first is not None and first.kind == "sessions"
+    newest = [rec.id for rec in reversed(records)]
+    assert [s["id"] for s in first.data["sessions"]] == newest[:DEFAULT_LIMIT]
+    async with httpx.AsyncClient(base_url=live_server.base_url) as http:
+        rest = await http.get(
+            "/v1/sessions",
+            params={"cursor": first.data["next_cursor"]},
+            headers=live_server.headers,
+        )
+    assert [s["id"] for s in rest.json()["sessions"]] == newest[DEFAULT_LIMIT:]
+    assert rest.json()["next_cursor"] is None
+    one = await open_stream(live_server, params={"session": "s003"})
+    welcome = await one.next()
+    assert welcome is not None and welcome.data["next_cursor"] is None
+    assert [s["id"] for s in welcome.data["sessions"]] == ["s003"]
 
 
 async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open_stream):

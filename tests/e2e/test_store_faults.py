@@ -74,6 +74,11 @@ async def transcript(client: Client, sid: str) -> list[dict[str, Any]]:
     return entries
 
 
+def row_seqs(entries: list[dict[str, Any]]) -> list[int]:
+    """The stored rows a page's entries hold (a merged message holds seq..last_seq)."""
+    return [n for e in entries for n in range(e["seq"], e["last_seq"] + 1)]
+
+
 def seen_seqs(stream: EventReader, sid: str) -> list[int]:
     return [
         e["transcript_seq"]
@@ -166,8 +171,7 @@ async def test_sqlite_lock_held_during_a_turn_loses_nothing(
             ended = await stream.until_event("turn_ended", timeout=60)
             assert ended["stop_reason"] == "end_turn"
         rows = [e for e in await transcript(client, sid) if e["role"] == "agent"]
-        assert len(rows) == 150
-        assert [r["seq"] for r in rows] == list(range(1, 151))
+        assert row_seqs(rows) == list(range(1, 151))
         assert seen_seqs(stream, sid) == [0, *range(1, 151)]
         async with EventReader(client, session=sid) as again:
             await again.frame()
@@ -209,7 +213,7 @@ async def test_sqlite_lock_outlasting_the_retry_fails_the_turn(tmp_path: Path) -
         seqs = seen_seqs(stream, sid)
         assert seqs == sorted(set(seqs))  # strictly increasing: no seq handed out twice
         rows = await transcript(client, sid)
-        assert [r["seq"] for r in rows] == seqs  # everything seen is stored, nothing more
+        assert row_seqs(rows) == seqs  # everything seen is stored, nothing more
         assert rows[-1]["part"]["text"] == "after recovery"
     finally:
         await client.aclose()
@@ -246,7 +250,7 @@ async def test_failed_update_write_ends_the_turn_and_its_seq_is_never_reused(
         assert all(e["text"] != "chunk-1 " and e["transcript_seq"] != 2 for e in texts)
         assert started["transcript_seq"] > max(2, *(e["transcript_seq"] for e in texts))
         rows = await transcript(client, sid)
-        assert 2 not in [r["seq"] for r in rows]
+        assert 2 not in row_seqs(rows)
     finally:
         await client.aclose()
 
@@ -316,7 +320,7 @@ async def test_full_disk_during_a_turn_loses_nothing(tmp_path: Path) -> None:
                 ended = await stream.until_event("turn_ended", timeout=60)
                 assert ended["stop_reason"] == "end_turn"
             rows = [e for e in await transcript(client, sid) if e["role"] == "agent"]
-            assert [r["seq"] for r in rows] == list(range(1, 151))
+            assert row_seqs(rows) == list(range(1, 151))
             assert seen_seqs(stream, sid) == list(range(151))
         finally:
             await client.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from c2.core.session import SessionRecord
 from c2.core.store.database import ReadUnit, Store, UnitOfWork, sqlite_url
 from c2.core.transcript import (
     OMISSION_MARKER,
+    PAGE_BYTES,
     Role,
+    merge_chunks,
     project_tool_calls,
     read_page,
     referenced_chat_context,
@@ -116,17 +119,16 @@ def test_transcript_page_turn_numbers_match_the_reference(store: Store) -> None:
 @pytest.mark.parametrize(
     ("label", "before"),
     [
-        ("agent row", 1),
         ("other session's user", 200),
         ("missing", 999),
         ("negative", -2),
         ("beyond int64", 2**64),
     ],
 )
-def test_transcript_cursor_must_be_a_user_row_of_the_session(
+def test_transcript_cursor_must_be_a_row_of_the_session(
     store: Store, label: str, before: int
 ) -> None:
-    """An agent row, another session's user seq or a missing seq is an invalid cursor."""
+    """Another session's seq or a missing seq is an invalid cursor."""
     turns(store, 3)
     add(store, OTHER, [agent(f"pad {n}") for n in range(200)] + [prompt("other user")])
     with pytest.raises(TranscriptCursorError) as caught:
@@ -165,7 +167,7 @@ def test_transcript_oldest_page_includes_legacy_agent_preamble(store: Store) -> 
 
 def test_transcript_agent_only_history_is_one_page(store: Store) -> None:
     """A transcript without user rows is one page, whatever the limit."""
-    add(store, S, [agent("a"), agent("b"), agent("c")])
+    add(store, S, [agent("a"), ("agent", PlanPart(entries=["x"])), agent("c")])
     p = page(store, limit=1)
     assert seqs(p) == [0, 1, 2] and p.next_before is None and p.snapshot_through == 2
 
@@ -199,7 +201,7 @@ def test_transcript_snapshot_keeps_later_appends_out_of_a_page(store: Store) -> 
     turns(store, 21)
     before = page(store)
     assert before.snapshot_through == 41
-    add(store, S, [agent("late")])
+    add(store, S, [("agent", PlanPart(entries=["late"]))])
     older = page(store, before=before.next_before)
     assert seqs(older) == [0, 1] and older.snapshot_through == 42
     after = page(store)
@@ -247,12 +249,118 @@ def test_transcript_page_queries_are_index_ranges(tmp_path: Path, store: Store) 
     engine.dispose()
 
 
+def thought(text: str) -> Row:
+    return ("agent", ReasoningPart(text=text))
+
+
+def test_transcript_page_merges_the_chunks_of_one_message(store: Store) -> None:
+    """Consecutive text chunks (and thought chunks) are one entry with their seq range; a
+    tool call, a thought or a user row between them starts another."""
+    add(
+        store,
+        S,
+        [
+            prompt("go"),
+            agent("Hel"),
+            agent("lo"),
+            agent(" there"),
+            thought("hm"),
+            thought("m"),
+            agent("a"),
+            tool("t1", "completed", "ls"),
+            agent("b"),
+            agent("c"),
+            ("user", TextPart(text="legacy user")),
+            agent("d"),
+        ],
+    )
+    p = page(store)
+    got = [(e.seq, e.last_seq, e.role, e.part) for e in p.entries]
+    assert got == [
+        (0, 0, "user", PromptPart(text="go", display="go")),
+        (1, 3, "agent", TextPart(text="Hello there")),
+        (4, 5, "agent", ReasoningPart(text="hmm")),
+        (6, 6, "agent", TextPart(text="a")),
+        (7, 7, "agent", ToolCallPart(id="t1", title="ls", status="completed")),
+        (8, 9, "agent", TextPart(text="bc")),
+        (10, 10, "user", TextPart(text="legacy user")),
+        (11, 11, "agent", TextPart(text="d")),
+    ]
+    assert p.wire()["entries"][1] == {
+        "seq": 1,
+        "last_seq": 3,
+        "role": "agent",
+        "part": {"kind": "text", "text": "Hello there"},
+    }
+    assert p.snapshot_through == 11
+
+
+def test_transcript_chunks_stored_in_another_json_form_merge_too() -> None:
+    """Rows not in the store's compact form (older writers) are read by the validator and
+    still merge; the fast path takes only an exact compact chunk."""
+    rows = [
+        (0, "agent", '{"kind": "text", "text": "spaced "}'),
+        (1, "agent", '{"kind":"text","text":"compact \\u00e9 "}'),
+        (2, "agent", '{"kind":"text","text":"extra","x":1}'),
+        (3, "agent", '{"kind":"reasoning","text":"why"}'),
+    ]
+    got = [(e.seq, e.last_seq, e.part) for e in merge_chunks(rows)]
+    assert got == [
+        (0, 2, TextPart(text="spaced compact é extra")),
+        (3, 3, ReasoningPart(text="why")),
+    ]
+
+
+def test_transcript_chunks_merge_only_across_consecutive_seqs() -> None:
+    """A seq burned by a failed write ends a run: an entry's range holds only its rows."""
+    rows = [(1, "agent", '{"kind":"text","text":"a"}'), (3, "agent", '{"kind":"text","text":"b"}')]
+    assert [(e.seq, e.last_seq) for e in merge_chunks(rows)] == [(1, 1), (3, 3)]
+
+
+def test_transcript_page_is_bounded_in_bytes_and_continues_inside_a_turn(store: Store) -> None:
+    """A turn larger than PAGE_BYTES spans pages: each under the bound, each continuing
+    exactly below the previous (`next_before` inside the turn), together every row once."""
+    chunk = "word " * 2_000  # 10,000 characters a chunk, 3 MB in the turn
+    add(store, S, [prompt("before"), agent("old reply")])
+    add(store, S, [prompt("long")] + [agent(f"[{n}]{chunk}") for n in range(300)])
+    covered: list[int] = []
+    text = ""
+    before: int | None = None
+    pages = 0
+    while True:
+        p = page(store, before=before)
+        pages += 1
+        assert len(json.dumps(p.wire()).encode()) <= PAGE_BYTES + 200
+        rows = [n for e in p.entries for n in range(e.seq, e.last_seq + 1)]
+        covered = rows + covered
+        text = "".join(e.part.text for e in p.entries if isinstance(e.part, TextPart)) + text
+        if p.next_before is None:
+            break
+        assert p.next_before == p.entries[0].seq
+        before = p.next_before
+    assert covered == list(range(303)) and pages == 3
+    assert text == "old reply" + "".join(f"[{n}]{chunk}" for n in range(300))
+
+
+def test_transcript_cursor_may_name_an_agent_row(store: Store) -> None:
+    """An agent row is a cursor (a byte-bounded page ends there): the page holds the rows
+    below it, from its turn's user row, and older turns as the limit allows."""
+    turns(store, 3)
+    p = page(store, before=3, limit=1)
+    assert seqs(p) == [2] and p.next_before == 2
+    p = page(store, before=3, limit=2)
+    assert seqs(p) == [0, 1, 2] and p.next_before is None
+
+
 # ---------------------------------------------------------------------------------------------
 # Tool-call projection
 
 
 def entries(rows: list[Row]) -> list[TranscriptEntry]:
-    return [TranscriptEntry(seq=i, role=role, part=part) for i, (role, part) in enumerate(rows)]
+    return [
+        TranscriptEntry(seq=i, last_seq=i, role=role, part=part)
+        for i, (role, part) in enumerate(rows)
+    ]
 
 
 def test_transcript_projection_drops_only_superseded_updates(store: Store) -> None:

@@ -210,6 +210,32 @@ def test_paging_back_through_100_turns(page: Page, c2: C2Process, workdir: Path)
     assert texts == [f"reply-{n}" for n in range(100)]
 
 
+def test_a_turn_larger_than_a_page_reads_as_one_turn(page: Page, c2: C2Process, workdir: Path):
+    """A 1.5 MB reply spans two byte-bounded pages: the newest holds its tail, 'Load earlier
+    messages' joins the rest to it, and the turn shows once with its whole text."""
+    session = new_session(c2, workdir)
+    lines = ["/text START-", *["/bigline 300000"] * 5, "/text -END"]
+    with api(c2) as client:
+        resp = client.post(
+            f"/v1/sessions/{session['id']}/prompt",
+            json={"doc": [{"type": "text", "text": "\n".join(lines)}]},
+        )
+        assert resp.status_code == 202, resp.text
+        _wait_idle(client, session["id"])
+        newest = client.get(f"/v1/sessions/{session['id']}/transcript").json()
+    assert newest["entries"][0]["role"] == "agent" and newest["next_before"] is not None
+    open_session(page, c2, session["id"])
+    conversation = page.get_by_role("region", name="Conversation")
+    articles = conversation.get_by_role("article")
+    expect(articles).to_have_count(1)
+    page.get_by_role("button", name="Load earlier messages").click()
+    expect(page.get_by_role("button", name="Load earlier messages")).to_have_count(0)
+    expect(articles).to_have_count(1)
+    expect(articles.first.locator(".prompt")).to_contain_text("/text START")
+    reply = articles.first.locator(".reply").text_content() or ""
+    assert reply.strip() == "START-" + "x" * 1_500_000 + "-END"
+
+
 def _wait_idle(client: httpx.Client, session_id: str) -> None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:

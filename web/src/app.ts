@@ -8,7 +8,7 @@
  */
 import { C2EventStream, type ConnectionState } from "./c2/events.js";
 import { client } from "./c2/generated/client.gen.js";
-import { createStreamTicket, getSession, pair } from "./c2/generated/sdk.gen.js";
+import { createStreamTicket, getSession, listSessions, pair } from "./c2/generated/sdk.gen.js";
 import type { SessionSnapshot, StreamEvent, StreamFrame } from "./c2/generated/types.gen.js";
 
 const CREDENTIAL_KEY = "c2.credential";
@@ -129,6 +129,8 @@ export function signOut(): void {
 
 export const connection = new Observable<ConnectionState>("connecting");
 export const sessions = new Observable<SessionSnapshot[]>([]);
+/** Whether `sessions` holds every session: the welcome frame holds the newest page only. */
+export const sessionsComplete = new Observable<boolean>(false);
 /** The latest `usage` report per session (not part of the snapshot). */
 export const usage = new Observable<Record<string, { input: number; output: number }>>({});
 /** Bumped by a `resync`: views drop derived state and reload. */
@@ -153,15 +155,46 @@ function sortNewestFirst(list: SessionSnapshot[]): SessionSnapshot[] {
 
 /** Put a snapshot in the list, unless the list holds a newer activity revision. */
 export function mergeSnapshot(snapshot: SessionSnapshot): void {
-  const list = sessions.value;
-  const index = list.findIndex((s) => s.id === snapshot.id);
-  if (index < 0) {
-    sessions.set(sortNewestFirst([...list, snapshot]));
-    return;
+  mergeSnapshots([snapshot]);
+}
+
+/** Sessions deleted while this stream is open: a list page read before the delete must not
+ * bring one back. */
+const deleted = new Set<string>();
+
+/** Merge many snapshots at once (a page of the list): one pass and one sort. */
+function mergeSnapshots(snapshots: SessionSnapshot[]): void {
+  const byId = new Map(sessions.value.map((s) => [s.id, s]));
+  for (const snapshot of snapshots) {
+    if (deleted.has(snapshot.id)) continue;
+    const known = byId.get(snapshot.id);
+    const activity = known !== undefined && revisionOf(known) > revisionOf(snapshot) ? known.activity : snapshot.activity;
+    byId.set(snapshot.id, { ...snapshot, activity });
   }
-  const known = list[index] as SessionSnapshot;
-  const activity = revisionOf(known) > revisionOf(snapshot) ? known.activity : snapshot.activity;
-  sessions.set(list.map((s, i) => (i === index ? { ...snapshot, activity } : s)));
+  sessions.set(sortNewestFirst([...byId.values()]));
+}
+
+const LIST_PAGE = 200;
+let listing = 0; // the generation of the list being paged in; a newer one stops an older
+
+/** Page in the sessions the welcome frame did not hold, oldest pages last, merged by
+ * revision (they are read after the frame, so they may be newer; never older). */
+async function loadRest(cursor: string | null): Promise<void> {
+  const mine = ++listing;
+  sessionsComplete.set(cursor === null);
+  let failures = 0;
+  while (cursor !== null) {
+    const page = await listSessions({ query: { cursor, limit: LIST_PAGE } });
+    if (mine !== listing) return;
+    if (page.data === undefined) {
+      if (++failures >= 3) break; // show what is there; a reconnect starts over
+      await new Promise((resolve) => setTimeout(resolve, 500 * failures));
+      continue;
+    }
+    mergeSnapshots(page.data.sessions);
+    cursor = page.data.next_cursor;
+  }
+  if (mine === listing) sessionsComplete.set(true);
 }
 
 function patch(id: string, change: (s: SessionSnapshot) => SessionSnapshot): void {
@@ -181,6 +214,7 @@ function applyEvent(event: StreamEvent): void {
       void refreshSession(event.session);
       break;
     case "session_deleted":
+      deleted.add(event.session);
       sessions.set(sessions.value.filter((s) => s.id !== event.session));
       break;
     case "session_title_changed":
@@ -214,7 +248,9 @@ function applyEvent(event: StreamEvent): void {
 
 function dispatch(frame: StreamFrame): void {
   if (frame.kind === "sessions") {
+    deleted.clear();
     sessions.set(sortNewestFirst(frame.sessions));
+    void loadRest(frame.next_cursor);
   } else if (frame.kind === "resync") {
     epoch.set(epoch.value + 1);
   } else if (frame.kind === "event") {
@@ -253,5 +289,7 @@ export function startStream(): void {
 export function stopStream(): void {
   stream?.close();
   stream = null;
+  listing++;
   sessions.set([]);
+  sessionsComplete.set(false);
 }

@@ -5,7 +5,9 @@
  * it was stored as), so a page and the live stream render identically. Items are immutable:
  * an update replaces the changed turn object only, so unchanged turns skip re-rendering.
  * `snapshot_through` merging: buffered live events whose `transcript_seq` the page already
- * holds are dropped (`isNewer`), the rest applied in order — nothing lost or doubled.
+ * holds are dropped (`isNewer`), the rest applied in order — nothing lost or doubled. A page
+ * entry may carry several rows (`seq`..`last_seq`: the streamed chunks of one message), and a
+ * page bounded in bytes may begin inside a turn: `prepend` joins it to its older part.
  */
 import type { StreamEvent, TranscriptEntry } from "./c2/generated/types.gen.js";
 
@@ -28,7 +30,8 @@ export interface Turn {
   userSeq: number | null;
   prompt: string | null;
   items: Item[];
-  /** Highest transcript seq applied to this turn. */
+  /** Lowest and highest transcript seq applied to this turn. */
+  firstSeq: number;
   lastSeq: number;
   /** The turn's number (from 1) when a checkpoint part or a live event said it. */
   number: number | null;
@@ -38,65 +41,74 @@ export interface Turn {
   primedFrom: Lineage | null;
 }
 
-function blank(userSeq: number | null, prompt: string | null, seq: number): Turn {
-  return { userSeq, prompt, items: [], lastSeq: seq, number: null, checkpoint: null, primedFrom: null };
+function blank(userSeq: number | null, prompt: string | null, firstSeq: number, lastSeq: number): Turn {
+  return { userSeq, prompt, items: [], firstSeq, lastSeq, number: null, checkpoint: null, primedFrom: null };
 }
 
 export type Part = TranscriptEntry["part"];
 
-/** Turns with one more part applied (returns `turns` itself when nothing changes). */
-export function applyPart(turns: Turn[], seq: number, role: string, part: Part): Turn[] {
+/** Turns with one more part (rows `seq`..`lastSeq`) applied (`turns` itself when nothing changes). */
+export function applyPart(turns: Turn[], seq: number, role: string, part: Part, lastSeq = seq): Turn[] {
   const last = turns[turns.length - 1];
   if (last !== undefined && seq <= last.lastSeq) return turns; // already shown
   if (role === "user" && (part.kind === "prompt" || part.kind === "text")) {
-    return [...turns, blank(seq, part.text || null, seq)];
+    return [...turns, blank(seq, part.text || null, seq, seq)];
   }
-  const turn: Turn = last ?? blank(null, null, -1);
+  const turn: Turn = last ?? blank(null, null, seq, -1);
   // The checkpoint row closes its turn: it numbers the turn rather than adding an item.
-  const updated =
-    part.kind === "checkpoint"
-      ? { ...turn, number: part.turn, checkpoint: part.checkpoint, lastSeq: seq }
-      : { ...turn, items: withPart(turn.items, part), lastSeq: seq };
+  if (part.kind === "checkpoint") {
+    const numbered = { ...turn, number: part.turn, checkpoint: part.checkpoint, lastSeq };
+    return last === undefined ? [numbered] : [...turns.slice(0, -1), numbered];
+  }
+  const item = toItem(part);
+  const items = item === null ? turn.items : withItem(turn.items, item);
+  const updated = { ...turn, items, lastSeq };
   return last === undefined ? [updated] : [...turns.slice(0, -1), updated];
 }
 
-function withPart(items: Item[], part: Part): Item[] {
-  const tail = items[items.length - 1];
+function toItem(part: Part): Item | null {
   switch (part.kind) {
     case "text":
     case "prompt":
-      if (tail?.type === "text") return [...items.slice(0, -1), { type: "text", text: tail.text + part.text }];
-      return [...items, { type: "text", text: part.text }];
+      return { type: "text", text: part.text };
     case "reasoning":
-      if (tail?.type === "thought") return [...items.slice(0, -1), { type: "thought", text: tail.text + part.text }];
-      return [...items, { type: "thought", text: part.text }];
+      return { type: "thought", text: part.text };
     case "plan":
-      return [...items, { type: "plan", entries: part.entries }];
+      return { type: "plan", entries: part.entries };
     case "permission":
-      return [...items, { type: "permission", title: part.title, option: part.option_id ?? null }];
+      return { type: "permission", title: part.title, option: part.option_id ?? null };
     case "rewind":
-      return [...items, { type: "rewind", toTurn: part.to_turn ?? null, checkpoint: part.checkpoint, pre: part.pre_rewind_checkpoint }];
-    case "tool_call": {
-      const content = (part.content ?? []).map(toolContentText);
-      const index = items.findIndex((item) => item.type === "tool" && item.id === part.id);
-      if (index >= 0) {
-        const prior = items[index] as Extract<Item, { type: "tool" }>;
-        // Later updates may omit kind, title or content: keep what was seen before.
-        const merged: Item = {
-          type: "tool",
-          id: part.id,
-          title: part.title || prior.title,
-          status: part.status || prior.status,
-          kind: part.tool_kind ?? prior.kind,
-          content: content.length > 0 ? content : prior.content,
-        };
-        return items.map((item, i) => (i === index ? merged : item));
-      }
-      return [...items, { type: "tool", id: part.id, title: part.title, status: part.status, kind: part.tool_kind ?? null, content }];
-    }
+      return { type: "rewind", toTurn: part.to_turn ?? null, checkpoint: part.checkpoint, pre: part.pre_rewind_checkpoint };
+    case "tool_call":
+      return { type: "tool", id: part.id, title: part.title, status: part.status, kind: part.tool_kind ?? null, content: (part.content ?? []).map(toolContentText) };
     default:
-      return items;
+      return null;
   }
+}
+
+/** `items` with one more: a chunk extends the message or thought it continues, a tool call
+ * update merges into the call it updates. */
+function withItem(items: Item[], item: Item): Item[] {
+  const tail = items[items.length - 1];
+  if (item.type === "text" && tail?.type === "text") return [...items.slice(0, -1), { type: "text", text: tail.text + item.text }];
+  if (item.type === "thought" && tail?.type === "thought") return [...items.slice(0, -1), { type: "thought", text: tail.text + item.text }];
+  if (item.type === "tool") {
+    const index = items.findIndex((known) => known.type === "tool" && known.id === item.id);
+    if (index >= 0) {
+      const prior = items[index] as Extract<Item, { type: "tool" }>;
+      // Later updates may omit kind, title or content: keep what was seen before.
+      const merged: Item = {
+        type: "tool",
+        id: item.id,
+        title: item.title || prior.title,
+        status: item.status || prior.status,
+        kind: item.kind ?? prior.kind,
+        content: item.content.length > 0 ? item.content : prior.content,
+      };
+      return items.map((known, i) => (i === index ? merged : known));
+    }
+  }
+  return [...items, item];
 }
 
 type ToolContent = NonNullable<Extract<Part, { kind: "tool_call" }>["content"]>[number];
@@ -115,7 +127,7 @@ function toolContentText(content: ToolContent): string {
 /** Turns built from a page's entries (oldest first). */
 export function fromEntries(entries: TranscriptEntry[], base: Turn[] = []): Turn[] {
   let turns = base;
-  for (const entry of entries) turns = applyPart(turns, entry.seq, entry.role, entry.part);
+  for (const entry of entries) turns = applyPart(turns, entry.seq, entry.role, entry.part, entry.last_seq);
   return turns;
 }
 
@@ -163,11 +175,22 @@ export function isNewer(seq: number, snapshotThrough: number | null): boolean {
   return snapshotThrough === null || seq > snapshotThrough;
 }
 
-/** Older turns (a previous page) placed before the ones shown. */
+/** Older turns (a previous page) placed before the ones shown; shown ones that began inside
+ * a turn (no user row) continue the older page's last turn. */
 export function prepend(older: Turn[], turns: Turn[]): Turn[] {
   const first = turns[0];
   if (first === undefined) return older;
-  return [...older.filter((turn) => turn.lastSeq < (first.userSeq ?? first.lastSeq)), ...turns];
+  const kept = older.filter((turn) => turn.lastSeq < first.firstSeq);
+  const joint = kept[kept.length - 1];
+  if (first.userSeq !== null || joint === undefined) return [...kept, ...turns];
+  const joined = {
+    ...joint,
+    items: first.items.reduce(withItem, joint.items),
+    lastSeq: first.lastSeq,
+    number: first.number ?? joint.number,
+    checkpoint: first.checkpoint ?? joint.checkpoint,
+  };
+  return [...kept.slice(0, -1), joined, ...turns.slice(1)];
 }
 
 /** The prompt text of the turn at `userSeq` filled in (live turns start without it). */
@@ -177,7 +200,7 @@ export function withPrompt(turns: Turn[], userSeq: number, text: string): Turn[]
 
 /** Whether transcript row `seq` belongs to `turn` (a search hit's row, for highlighting). */
 export function holdsSeq(turn: Turn, seq: number): boolean {
-  return (turn.userSeq ?? Number.NEGATIVE_INFINITY) <= seq && seq <= turn.lastSeq;
+  return turn.firstSeq <= seq && seq <= turn.lastSeq;
 }
 
 /** A live `turn_started` applied: the turn at `userSeq` gets its number and primer lineage. */

@@ -9,7 +9,7 @@
  */
 import { Component } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { epoch, mergeSnapshot, onEvent, sessions, usage } from "../app.js";
+import { epoch, mergeSnapshot, onEvent, sessions, sessionsComplete, usage } from "../app.js";
 import {
   answerPermission,
   cancel,
@@ -630,6 +630,7 @@ function useConversation(id: string, at: HitTarget | null) {
 
 export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | null }) {
   const list = useStore(sessions);
+  const complete = useStore(sessionsComplete);
   const session = list.find((s) => s.id === id);
   const { model, loadEarlier, error, sentPrompts, jumped } = useConversation(id, at);
   const hit = at?.seq ?? null;
@@ -676,7 +677,7 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
   if (session === undefined) {
     return (
       <div class="empty">
-        <p>{list.length === 0 ? "Loading…" : "This session does not exist (or was deleted)."}</p>
+        <p>{complete ? "This session does not exist (or was deleted)." : "Loading…"}</p>
       </div>
     );
   }
