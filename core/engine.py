@@ -6,6 +6,9 @@ the protocol says the outcome is an event) or returns an outcome from core/outco
 The engine only composes: the live-agent registry (core/live_agents.py) owns loaded sessions
 and their agents; turns (core/turns.py), the lifecycle (core/lifecycle.py) and the settings
 ops (core/session_options.py) each receive what they use, never the engine.
+
+Over 300 lines: the op switch must name every op of the union (assert_never) next to the
+reads clients make, and the cluster take-over check that guards them.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ stops otherwise, and a permission parked during a queued turn, pause the queue
 (`queue_paused`) until a client resumes it (`queue_resumed`); after a restart every non-empty
 queue is paused (`interrupted`). The `prompt` op keeps the protocol's rule (409 while a turn
 runs).
+
+Over 300 lines: appending, editing, pausing and starting the next item share one lock per
+session and one set of waiting sessions; split, their ordering rules could not be read whole.
 """
 
 from __future__ import annotations

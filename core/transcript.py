@@ -4,6 +4,9 @@ Owns paging policy over PartRepository's indexed queries (never a full scan) and
 of a referenced chat (docs/protocol.md §6.4, §6.6, §7.2). Pure functions over one ReadUnit:
 no writes, no live-event filtering. A client's page is bounded in bytes and merges streamed
 chunks (issue 17); the @chat context reads whole turns row by row, as the original does.
+
+Over 300 lines: the byte-bounded page, its chunk merging and the turn alignment it must keep
+are one algorithm; the @chat rendering reads the same rows.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The idempotent reply is kept in the op's own transaction (API.md §1, issue 18).
+"""The idempotent reply is kept in the op's own transaction (docs/api.md §1, issue 18).
 
 A server that dies between an op's effect and a record written after it would make the
 retry run the op a second time. Here the server "dies" at that point: nothing is recorded
