@@ -3,17 +3,15 @@ instance list, and the mutual exclusion of plain and cluster servers."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 
 from tests.cluster.conftest import LEASE_SECONDS, Pair, member
-from tests.e2e.harness import REPO, C2Process, Client, poll_until
+from tests.e2e.harness import C2Process, Client, poll_until
+from tests.e2e.test_store_faults import serve_once
 
 
 def _instances(server_url: str, bearer: str) -> list[dict[str, str]]:
@@ -24,20 +22,6 @@ def _instances(server_url: str, bearer: str) -> list[dict[str, str]]:
     body = resp.json()
     assert body["kind"] == "instances"
     return list(body["instances"])
-
-
-def _serve(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """A `c2 serve` expected to refuse to start: its exit and its one line."""
-    full = {k: v for k, v in os.environ.items() if k not in ("C2_DATABASE_URL", "C2_CLUSTER")}
-    full.update(PYTHONPATH=str(REPO), **env)
-    return subprocess.run(
-        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home), "--port", "0", *args],
-        cwd=REPO,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_members_register_with_leases_and_see_each_other(pair: Pair) -> None:
@@ -87,7 +71,7 @@ def test_plain_and_cluster_servers_refuse_each_others_database(
     first = member(tmp_path / "m", cluster_url)
     first.start()
     try:
-        refused = _serve(tmp_path / "plain", plain_env)
+        refused = serve_once(tmp_path / "plain", plain_env)
         assert refused.returncode == 1
         assert "c2 cluster members use this PostgreSQL database" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
@@ -97,7 +81,7 @@ def test_plain_and_cluster_servers_refuse_each_others_database(
     plain = C2Process(tmp_path / "plain2", env=plain_env)
     plain.start()
     try:
-        refused = _serve(tmp_path / "m2", plain_env, "--cluster")
+        refused = serve_once(tmp_path / "m2", plain_env, "--cluster")
         assert refused.returncode == 1
         assert "without --cluster owns this PostgreSQL database" in refused.stderr
     finally:
@@ -105,7 +89,7 @@ def test_plain_and_cluster_servers_refuse_each_others_database(
 
 
 def test_cluster_refuses_sqlite_in_one_line(tmp_path: Path) -> None:
-    refused = _serve(tmp_path / "home", {"C2_DATABASE_URL": "", "C2_CLUSTER": "1"})
+    refused = serve_once(tmp_path / "home", {"C2_DATABASE_URL": "", "C2_CLUSTER": "1"})
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
         "c2: --cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"

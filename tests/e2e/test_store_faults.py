@@ -25,13 +25,19 @@ from tests.ports import free_port
 LOCK_SECONDS = 10.0
 
 
-def serve_once(home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `c2 serve` expecting it to refuse to start; its exit code and output."""
+def serve_once(
+    home: Path, env: dict[str, str] | None = None, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `c2 serve` (with `args`) expecting it to refuse to start; its exit code and output.
+    Only `env` chooses the database and clustering, never this process's environment."""
     port = free_port()
-    full_env = {k: v for k, v in os.environ.items() if k != "C2_DATABASE_URL"}
+    full_env = {k: v for k, v in os.environ.items() if k not in ("C2_DATABASE_URL", "C2_CLUSTER")}
     full_env.update({"PYTHONPATH": str(REPO), **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home), "--port", str(port)],
+        [
+            *(sys.executable, "-m", "c2.api.cli", "serve", "--home", str(home)),
+            *("--port", str(port), *args),
+        ],
         cwd=REPO,
         env=full_env,
         capture_output=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from c2.core.protocol.ops import DocBlock, SessionRefBlock, SkillBlock, TextBloc
 from c2.core.protocol.state import PromptPart
 from c2.core.session import SessionRecord
 from c2.core.skills import SkillLibrary
-from c2.core.store.database import Store, sqlite_url
+from c2.core.store.database import Store
 from c2.core.transcript import OMISSION_MARKER, referenced_chat_context
 
 
@@ -182,14 +181,6 @@ def test_prompts_compile_uses_skill_defaults(library: SkillLibrary) -> None:
         [skill("commit", style="conventional")], skills=library, cwd=None, chat_context=no_chat
     )
     assert compiled.text == "Write a commit message for core in conventional style."
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    db = Store(sqlite_url(tmp_path))
-    db.migrate()
-    yield db
-    db.close()
 
 
 def test_prompts_compile_inlines_a_referenced_chat_from_one_read(

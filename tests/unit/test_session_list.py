@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,6 @@ from c2.core.errors import InvalidCursorError
 from c2.core.session import SessionRecord
 from c2.core.session_list import decode_cursor, encode_cursor, read_session_page
 from c2.core.store.database import ReadUnit, Store, sqlite_url
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    db = Store(sqlite_url(tmp_path))
-    db.migrate()
-    yield db
-    db.close()
 
 
 def test_session_list_cursor_names_the_last_session_exactly() -> None:

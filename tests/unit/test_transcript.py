@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +37,6 @@ from c2.core.transcript import (
 S = "session-a"
 OTHER = "session-b"
 Row = tuple[Role, Part]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    db = Store(sqlite_url(tmp_path))
-    db.migrate()
-    yield db
-    db.close()
 
 
 def add(store: Store, session: str, rows: list[Row]) -> list[int]:

@@ -11,7 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,17 @@ from tests.e2e.harness import REPO, SCRIPTED, C2Process
 PAIR_URL = (sys.executable, "-m", "c2.api.cli", "pair-url")
 CHROMIUM = os.environ.get("C2_TEST_CHROMIUM", "/usr/bin/chromium")
 expect.set_options(timeout=15_000)
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 15) -> Any:
+    """Poll `check` until it is truthy (a bounded wait, for state outside the page)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="session")

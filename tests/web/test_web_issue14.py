@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from tests.e2e.harness import SCRIPTED, C2Process
 from tests.gitrepos import RepoFixture, make_repo
-from tests.web.conftest import api, new_session, open_session, send
+from tests.web.conftest import api, new_session, open_session, send, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,17 +30,6 @@ def worktree_session(server: C2Process, repo: RepoFixture) -> dict[str, Any]:
         assert resp.status_code == 201, resp.text
         session: dict[str, Any] = resp.json()
         return session
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 15) -> Any:
-    """Poll `check` until it is truthy (a bounded wait, for state outside the page)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def run_turn(server: C2Process, session_id: str, script: str) -> None:

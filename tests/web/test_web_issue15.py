@@ -16,7 +16,7 @@ import base64
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from tests.e2e.harness import C2Process
 from tests.notify.pushservice import Browser as PushBrowser
 from tests.notify.pushservice import FakePushService
 from tests.notify.receivers import Received, Receiver
-from tests.web.conftest import api, new_session, paired
+from tests.web.conftest import api, new_session, paired, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -49,16 +49,6 @@ def _wait_state(client: httpx.Client, session_id: str, kind: str) -> dict[str, A
             return state
         time.sleep(0.02)
     raise AssertionError(f"the session never became {kind}")
-
-
-def _until(check: Callable[[], Any], what: str, timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_search_finds_a_prompt_word_and_opens_its_page(page: Page, c2: C2Process, tmp_path: Path):
@@ -145,7 +135,7 @@ def _registration_id(cdp: CDPSession, page: Page) -> str:
         live = [r for r in registrations if not r["isDeleted"]]
         return live[-1]["registrationId"] if live else None
 
-    registration: str = _until(found, "the service worker registration")
+    registration: str = until(found, "the service worker registration")
     return registration
 
 
@@ -197,7 +187,7 @@ def test_notifications_subscribe_show_and_withdraw(
         )
         assert resp.status_code == 202, resp.text
         pending = _wait_state(client, session["id"], "awaiting_input")["pending"][0]
-        [asked] = _until(lambda: _decrypted(pushes, subscriber), "the permission push")
+        [asked] = until(lambda: _decrypted(pushes, subscriber), "the permission push")
         assert asked["type"] == "permission_request" and asked["tag"] == pending["input_id"]
 
         cdp = push_context.new_cdp_session(page)
@@ -211,7 +201,7 @@ def test_notifications_subscribe_show_and_withdraw(
             )
 
         deliver(asked)
-        [shown] = _until(lambda: _notifications(page), "the notification")
+        [shown] = until(lambda: _notifications(page), "the notification")
         assert shown["tag"] == pending["input_id"]
         assert shown["title"] == f"Needs you: {asked['session_title']}"
         assert shown["body"] == "Run the tests (execute)"
@@ -223,13 +213,13 @@ def test_notifications_subscribe_show_and_withdraw(
             json={"option_id": option},
         )
         assert answered.status_code < 300, answered.text
-        messages = _until(
+        messages = until(
             lambda: [m for m in _decrypted(pushes, subscriber) if m["type"] == "withdrawn"],
             "the withdrawal push",
         )
         assert messages[0]["tag"] == pending["input_id"]
         deliver(messages[0])
-        _until(lambda: _notifications(page) == [], "the notification to close")
+        until(lambda: _notifications(page) == [], "the notification to close")
 
         page.get_by_role("button", name="Disable notifications").click()
         expect(page.get_by_role("button", name="Enable notifications")).to_be_visible()
@@ -275,7 +265,7 @@ def test_webhook_add_disable_deliveries_delete(
         ]
         assert sorted(created["events"]) == ["permission_request", "session_created", "turn_ended"]
     new_session(c2, tmp_path)
-    received: list[Received] = _until(receiver.snapshot, "a delivery")
+    received: list[Received] = until(receiver.snapshot, "a delivery")
     assert json.loads(received[0].body)["event"] == "session_created"
     item.get_by_role("button", name=f"Deliveries of {receiver.url}").click()
     table = item.get_by_role("table", name=f"Deliveries of {receiver.url}")
