@@ -193,8 +193,12 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
   const report = (result: { error?: unknown; data?: unknown }) => onError(result.data === undefined ? problemMessage(result.error) : null);
   // The pair being applied: a second change before the first's answer builds on it, not on
   // the server's older pair (the protocol writes both axes at once). It is shown until the
-  // authoritative `execution_policy_changed` lands after the answer.
+  // authoritative `execution_policy_changed` lands after the last answer.
   const [pending, setPending] = useState<ExecutionPolicy | null>(null);
+  // Writes go out one after another: two PUTs in flight on separate connections may reach the
+  // server in either order, and the older pair would then win.
+  const chain = useRef<Promise<void>>(Promise.resolve());
+  const inFlight = useRef(0);
   const answered = useRef(false);
   const latest = useRef(session);
   latest.current = session;
@@ -202,14 +206,18 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
   useEffect(() => {
     if (answered.current) setPending(null);
   }, [session.policy.mode, session.policy.sandbox]);
-  const policy = async (next: ExecutionPolicy) => {
-    setPending(next);
-    answered.current = false;
-    const result = await setExecutionPolicy({
-      path: { session_id: session.id },
-      body: { ...next, request_id: requestId() },
-    });
+  const write = async (next: ExecutionPolicy) => {
+    let result: Awaited<ReturnType<typeof setExecutionPolicy>>;
+    try {
+      result = await setExecutionPolicy({
+        path: { session_id: session.id },
+        body: { ...next, request_id: requestId() },
+      });
+    } finally {
+      inFlight.current -= 1;
+    }
     report(result);
+    if (inFlight.current > 0) return;
     if (result.data === undefined) {
       setPending(null);
       return;
@@ -217,6 +225,13 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
     answered.current = true;
     const now = latest.current.policy;
     if (now.mode === next.mode && now.sandbox === next.sandbox) setPending((c) => (c === next ? null : c));
+  };
+  const policy = (next: ExecutionPolicy) => {
+    setPending(next);
+    answered.current = false;
+    inFlight.current += 1;
+    // A write that throws (the network is gone) drops the shown pair; the queue goes on.
+    chain.current = chain.current.then(() => write(next)).catch(() => setPending(null));
   };
   const models = session.models?.available ?? [];
   return (
@@ -249,7 +264,7 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
       )}
       <label>
         Approval
-        <select value={shown.mode} onChange={(e) => void policy({ ...shown, mode: e.currentTarget.value as PermissionMode })}>
+        <select value={shown.mode} onChange={(e) => policy({ ...shown, mode: e.currentTarget.value as PermissionMode })}>
           {MODES.map(([value, label]) => (
             <option value={value}>{label}</option>
           ))}
@@ -257,7 +272,7 @@ function Settings({ session, onError }: { session: SessionSnapshot; onError: (me
       </label>
       <label>
         Sandbox
-        <select value={shown.sandbox} onChange={(e) => void policy({ ...shown, sandbox: e.currentTarget.value as SandboxPolicy })}>
+        <select value={shown.sandbox} onChange={(e) => policy({ ...shown, sandbox: e.currentTarget.value as SandboxPolicy })}>
           {SANDBOXES.map(([value, label]) => (
             <option value={value}>{label}</option>
           ))}
