@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, assert_never
 
 from c2.core.agent_feed import AgentFeed
-from c2.core.agents.client import start_agent
+from c2.core.agents.factory import start_agent
 from c2.core.agents.port import AgentFactory
 from c2.core.checkpoints import CheckpointService, RewindResult
 from c2.core.errors import DomainError, SessionNotFoundError, StoreUnavailableError

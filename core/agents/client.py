@@ -467,10 +467,3 @@ def _rpc_error_message(exc: RequestError) -> str:
     if isinstance(details, str) and details.strip() and details.strip() != str(exc):
         message += f" ({details.strip()[:500]})"
     return message
-
-
-async def start_agent(
-    spec: LaunchSpec, handler: AgentHandler, registry: ProcessRegistry | None
-) -> AgentProcess:
-    """The real `AgentFactory` (core/agents/port.py): an ACP subprocess, initialized."""
-    return await AgentProcess.start(spec, handler, registry=registry)

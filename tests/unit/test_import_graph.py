@@ -1,9 +1,12 @@
 """The import graph of core/ and api/: no cycle (counting imports under TYPE_CHECKING and
-inside functions too), core never imports api, and api never imports core.store."""
+inside functions too), core never imports api, api never imports core.store, and
+starting the app leaves the heavy SDKs for their first use."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +147,13 @@ def test_nothing_imports_the_bare_folder_names() -> None:
         if name.split(".")[0] in ("api", "core")
     ]
     assert offending == []
+
+
+def test_starting_the_server_leaves_the_heavy_sdks_for_first_use() -> None:
+    """The app imports without the ACP SDK (first agent start) and pywebpush (first push):
+    together about 1 s of CPU that every `c2 serve` start would otherwise pay."""
+    probe = "import sys, c2.api.app; print(sorted({'acp', 'pywebpush'} & set(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
