@@ -106,7 +106,6 @@ class Runtime:
         await asyncio.to_thread(self.store.start, self._published)
         self._store_started = True
         await asyncio.to_thread(self.store.migrate)
-        await asyncio.to_thread(self.push.start)  # the VAPID key pair, created on first start
         if self.membership is not None:
             await self._follow_cluster()
             await self.membership.join()

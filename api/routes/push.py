@@ -60,7 +60,7 @@ def _model(model: type[Any], status: int = 200) -> Responses:
 )
 async def get_vapid_public_key(services: ServicesDep) -> Any:
     """The server's VAPID public key (the web client subscribes with it)."""
-    return JSONResponse({"public_key": services.push.public_key()})
+    return JSONResponse({"public_key": await services.push.public_key()})
 
 
 @router.post(

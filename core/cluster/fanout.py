@@ -24,7 +24,6 @@ import logging
 from collections.abc import Callable
 from functools import partial
 
-import psycopg
 from sqlalchemy.engine import make_url
 
 from c2.core.store.database import ReadUnit, Store
@@ -168,6 +167,9 @@ class PeerListener:
                 delay = min(delay * 2, RECONNECT_BACKOFF[1])
 
     async def _listen(self) -> None:
+        # psycopg is imported by cluster members only: a SQLite server never loads it (10 MB).
+        import psycopg
+
         conn = await psycopg.AsyncConnection.connect(
             self._conninfo, autocommit=True, application_name=f"c2 listener {self._instance}"
         )

@@ -27,22 +27,24 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from py_vapid import Vapid02
 
 from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
 from c2.core.notify.payloads import event_kind, push_topic
 from c2.core.store.database import Store
 from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import PushSubscription, WebhookRepository, session_title
+
+if TYPE_CHECKING:
+    from py_vapid import Vapid02
 
 log = logging.getLogger(__name__)
 KEY_FILE = "vapid_private.pem"
@@ -72,6 +74,10 @@ def _unb64url(text: str) -> bytes:
 
 def load_vapid(home: Path) -> Vapid02:
     """The home's VAPID key pair, generated (0600) on first use."""
+    # py_vapid (with cryptography's EC keys) is imported here, on the first push-related call:
+    # about 7 MB of memory that a server nobody subscribes to never needs.
+    from py_vapid import Vapid02
+
     path = home / KEY_FILE
     if not path.exists():
         vapid = Vapid02()
@@ -132,27 +138,28 @@ class PushService:
         if not self.subject.startswith(("mailto:", "https:")):
             raise ValueError(f"the VAPID subject must be a mailto: or https: URI: {subject!r}")
         self._vapid: Vapid02 | None = None
+        self._vapid_lock = threading.Lock()  # one key pair, however many threads ask first
         self._queue: deque[CommittedEvent] = deque(maxlen=MAX_QUEUED)
         self._wake = asyncio.Event()
         self._jwts: dict[str, tuple[float, dict[str, str]]] = {}
 
     # -- keys and subscriptions ----------------------------------------------------------------
 
-    def start(self) -> None:
-        """Load or create the key pair (start-up, off the loop)."""
-        self._vapid = load_vapid(self._home)
-
     @property
     def vapid(self) -> Vapid02:
-        """The server's VAPID key pair (created in the home on first use)."""
-        if self._vapid is None:
-            self.start()
-        assert self._vapid is not None
-        return self._vapid
+        """The server's VAPID key pair, loaded (or created in the home) on first use; file I/O,
+        so callers on the event loop go through a worker thread (`public_key`)."""
+        with self._vapid_lock:
+            if self._vapid is None:
+                self._vapid = load_vapid(self._home)
+            return self._vapid
 
-    def public_key(self) -> str:
+    async def public_key(self) -> str:
         """The application server key for `pushManager.subscribe`, base64url."""
-        raw = self.vapid.public_key.public_bytes(
+        from cryptography.hazmat.primitives import serialization
+
+        vapid = await asyncio.to_thread(lambda: self.vapid)
+        raw = vapid.public_key.public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
         )
         return _b64url(raw)

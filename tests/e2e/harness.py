@@ -195,7 +195,7 @@ class EventReader:
         resp = await self._stack.enter_async_context(
             self.client.http.stream("GET", "/v1/events", params=self.params, timeout=None)
         )
-        assert resp.status_code == 200
+        assert resp.status_code == 200, (resp.status_code, await resp.aread())
         self._lines = resp.aiter_lines()
         return self
 
