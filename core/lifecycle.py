@@ -27,7 +27,7 @@ from c2.core.new_sessions import commit_new_session
 from c2.core.outcomes import (
     WorktreeDiscarded,
 )
-from c2.core.protocol.events import SessionDeleted
+from c2.core.protocol.events import SessionDeleted, WorktreeDiscardedEvent
 from c2.core.protocol.ops import NewSessionOp
 from c2.core.protocol.state import SessionSnapshot
 from c2.core.protocol.values import DEFAULT_POLICY, WorktreeBase, provider_key
@@ -185,16 +185,21 @@ class SessionLifecycle:
             await self._checkpoints.forget(live.record)  # issue 14
             result = await discard_worktree_async(identity)
             record = live.record.evolve(worktree_discarded=True)
-            await self._store.write(
-                lambda uow: uow.sessions.update(record, ("worktree_discarded",))
+            discarded = WorktreeDiscarded(
+                session=session_id,
+                worktree_path=record.worktree_path,
+                removed_checkout=result.removed_checkout,
+                deleted_branch=result.deleted_branch,
             )
+            event = WorktreeDiscardedEvent(**discarded.model_dump())
+
+            def persist(uow: UnitOfWork) -> None:
+                uow.sessions.update(record, ("worktree_discarded",))
+                uow.emit(event)  # other clients hide what needed the worktree
+
+            await self._store.write(persist)
             live.record = record
-        return WorktreeDiscarded(
-            session=session_id,
-            worktree_path=record.worktree_path,
-            removed_checkout=result.removed_checkout,
-            deleted_branch=result.deleted_branch,
-        )
+        return discarded
 
 
 def resolve_cwd(raw: str) -> str:

@@ -319,6 +319,18 @@ class SessionRewound(_Event):
     transcript_seq: int | None = None
 
 
+class WorktreeDiscardedEvent(_Event):
+    """The session's worktree was removed for good (`DELETE …/worktree`): every tab hides
+    what needed it; the snapshot's `worktree_discarded` says the same after a reload."""
+
+    event: Literal["worktree_discarded"] = "worktree_discarded"
+    _always_present: ClassVar[frozenset[str]] = frozenset({"deleted_branch"})
+    session: str
+    worktree_path: str | None
+    removed_checkout: bool
+    deleted_branch: str | None
+
+
 class ErrorEvent(_Event):
     event: Literal["error"] = "error"
     _always_present: ClassVar[frozenset[str]] = frozenset({"session"})
@@ -367,6 +379,7 @@ Event = Annotated[
     | ExecutionPolicyChanged
     | TurnEnded
     | SessionRewound
+    | WorktreeDiscardedEvent
     | QueueChanged
     | QueuePaused
     | QueueResumed

@@ -20,7 +20,7 @@ from c2.api.openapi import document
 from c2.core.protocol.events import Event
 from tests.conftest import make_settings
 from tests.e2e.harness import REPO, C2Process, Client, EventReader
-from tests.gitrepos import git
+from tests.gitrepos import git, make_repo
 from tests.notify.receivers import Receiver
 
 MODES_PROVIDER = f"""
@@ -89,6 +89,13 @@ async def test_stream_frames_match_the_published_schemas(tmp_path: Path):
             resp = await client.http.post(f"/v1/sessions/{sid}/rewind", json=rewind)
             assert resp.status_code == 200, resp.text
             await stream.until_event("session_rewound")
+            repo = make_repo(tmp_path)
+            body = {"provider": {"custom": "scripted"}, "cwd": str(repo.cwd), "use_worktree": True}
+            resp = await client.http.post("/v1/sessions", json=body)
+            assert resp.status_code == 201, resp.text
+            resp = await client.http.delete(f"/v1/sessions/{resp.json()['id']}/worktree")
+            assert resp.status_code == 200, resp.text
+            await stream.until_event("worktree_discarded")
             # A budget already exceeded when it is set is announced at once.
             budget = {"max_cost": 0, "action": "warn"}
             resp = await client.http.put(f"/v1/sessions/{sid}/budget", json=budget)

@@ -123,7 +123,8 @@ async def test_replaced_worktree_is_refused_before_turn_started(
 
 
 async def test_discard_worktree_removes_checkout_and_branch(client: Client, tmp_path: Path) -> None:
-    """DELETE …/worktree: refused while a turn runs; then removes both; prompts are refused."""
+    """DELETE …/worktree: refused while a turn runs; then removes both, says so on the stream
+    (`worktree_discarded`); prompts are refused."""
     repo = make_repo(tmp_path)
     snap = (await create(client, repo.cwd)).json()
     sid = snap["id"]
@@ -135,9 +136,12 @@ async def test_discard_worktree_removes_checkout_and_branch(client: Client, tmp_
         assert busy.status_code == 409
         await client.http.post(f"/v1/sessions/{sid}/cancel")
         await stream.until_event("turn_ended")
-    resp = await client.http.delete(f"/v1/sessions/{sid}/worktree")
-    assert resp.status_code == 200, resp.text
-    body = resp.json()
+        resp = await client.http.delete(f"/v1/sessions/{sid}/worktree")
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        # Every watching client learns it at once, with the same facts as the answer.
+        event = await stream.until_event("worktree_discarded")
+        assert event == {"event": "worktree_discarded", **body}
     assert body["removed_checkout"] is True and body["deleted_branch"].startswith("c2/")
     assert not Path(snap["worktree_path"]).exists()
     assert body["deleted_branch"] not in repo.branches()

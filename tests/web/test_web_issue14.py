@@ -267,16 +267,25 @@ def test_queue_edit_remove_pause_on_cancel_resume_in_order_in_two_tabs(
 
 
 def test_a_discarded_worktree_stays_discarded_after_reload(
-    page: Page, c2: C2Process, tmp_path: Path
+    page: Page, c2: C2Process, context: BrowserContext, tmp_path: Path
 ):
-    """After "Discard worktree" a reload no longer offers it (nor diffs or rewinds): the
+    """After "Discard worktree" another open tab stops offering it at once (the
+    `worktree_discarded` event), and a reload no longer offers it (nor diffs or rewinds): the
     snapshot says the worktree was discarded."""
     repo = make_repo(tmp_path, with_origin=False)
     session = worktree_session(c2, repo)
     open_session(page, c2, session["id"])
-    expect(page.get_by_role("button", name="All changes")).to_be_visible()
-    page.get_by_role("button", name="Discard worktree").click()
-    expect(page.get_by_role("button", name="Discard worktree")).to_have_count(0)
+    other = context.new_page()
+    try:
+        open_session(other, c2, session["id"])
+        expect(other.get_by_role("button", name="Discard worktree")).to_be_visible()
+        expect(page.get_by_role("button", name="All changes")).to_be_visible()
+        page.get_by_role("button", name="Discard worktree").click()
+        expect(page.get_by_role("button", name="Discard worktree")).to_have_count(0)
+        expect(other.get_by_role("button", name="Discard worktree")).to_have_count(0)
+        expect(other.get_by_role("button", name="All changes")).to_have_count(0)
+    finally:
+        other.close()
     page.reload()
     expect(page.get_by_role("heading", level=1)).to_be_visible()
     expect(page.locator(".session-head .badge.worktree")).to_contain_text("worktree discarded")

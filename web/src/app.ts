@@ -238,6 +238,9 @@ function applyEvent(event: StreamEvent): void {
     case "execution_policy_changed":
       patch(event.session, (s) => ({ ...s, policy: event.policy }));
       break;
+    case "worktree_discarded":
+      patch(event.session, (s) => ({ ...s, worktree_discarded: true }));
+      break;
     case "context_window":
       patch(event.session, (s) => ({ ...s, context_window: { used_tokens: event.used_tokens, context_window: event.context_window } }));
       break;
