@@ -16,7 +16,8 @@ The owner serves a relayed request only while it still owns the session by the d
 `not_owner` with the owner it sees in `C2-Not-Owner`, and the relaying member looks the
 owner up once more and serves the request itself or relays it to the new owner (a second
 move is a 503 `owner_unreachable` to retry). Clients never see `not_owner`. An owner that
-does not answer is a 503 `owner_unreachable`.
+cannot be reached, or does not answer within the relay's read timeout (api/relay.py: 300 s,
+as relayed ops may legitimately take minutes), is a 503 `owner_unreachable` naming it.
 
 A pure ASGI middleware inside the request guard: credentials, scope and body limit are
 checked before anything is relayed, and it sees the buffered body. Its HTTP client

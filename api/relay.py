@@ -9,7 +9,14 @@ import httpx
 
 from c2.api.errors import OwnerUnreachableError
 
-RELAY_TIMEOUT = httpx.Timeout(connect=3.0, read=None, write=30.0, pool=5.0)
+# A dead owner is found out fast (connect); an answer may legitimately take minutes (a
+# duplicate waiting up to 120 s for the first outcome, a create or fork starting an agent, a
+# rewind), so reads wait long, yet never for ever: a hung owner ends in a 503.
+RELAY_TIMEOUT = httpx.Timeout(connect=3.0, read=300.0, write=30.0, pool=5.0)
+# As many connections as there are requests to relay: each is a client's request, already
+# bounded by the member's connection limit, and a pool limit would make long relayed ops
+# queue behind each other.
+RELAY_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20)
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,9 @@ class Relay:
         if self.closed:
             raise httpx.TransportError("the relay is closed: the server is shutting down")
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=RELAY_TIMEOUT, trust_env=False)
+            self._client = httpx.AsyncClient(
+                timeout=RELAY_TIMEOUT, limits=RELAY_LIMITS, trust_env=False
+            )
         return self._client
 
     async def aclose(self) -> None:
@@ -43,9 +52,14 @@ class Relay:
 
 
 def unreachable(owner: Owner, exc: httpx.HTTPError, lease_seconds: float) -> OwnerUnreachableError:
-    """The problem of an owner that did not answer: by the time a lease has passed it has
-    renewed its lease or lost the session."""
-    return OwnerUnreachableError(
-        f"the instance at {owner.url} that owns this session did not answer; retry shortly",
-        retry_after=int(max(1, lease_seconds)),
-    )
+    """The problem of an owner that did not answer: one that cannot be reached (by then it
+    has renewed its lease or lost the session: retry after a lease), or one that took longer
+    than the relay waits."""
+    where = f"the instance {owner.id} ({owner.url}) that owns this session"
+    if isinstance(exc, httpx.ReadTimeout):
+        message = f"{where} did not answer within {RELAY_TIMEOUT.read:.0f} s"
+    else:
+        message = f"{where} cannot be reached ({type(exc).__name__}); retry shortly"
+    err = OwnerUnreachableError(message, retry_after=int(max(1, lease_seconds)))
+    err.details["owner"] = owner.id
+    return err

@@ -2,21 +2,25 @@
 answers `not_owner`, and the relaying member looks the owner up again and serves the request
 itself or relays it to the new owner, once. The ownership moves are made in the database by a
 stand-in member (tests/cluster/ghost.py) at the moment a relayed request reaches it, which is
-the race a real adoption elsewhere opens."""
+the race a real adoption elsewhere opens. The same stand-in plays an owner that died within
+its lease, and one that answers slowly."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.cluster.conftest import Pair
+from tests.cluster.conftest import LEASE_SECONDS, Pair
 from tests.cluster.ghost import GHOST_ID, Ghost, cluster_key, ghost_member, set_owner
 from tests.cluster.test_cluster_lease import _id
 from tests.e2e.harness import C2Process, Client, EventReader
 
 pytestmark = pytest.mark.postgres
+# Longer than httpx's default 5 s read timeout, which would cut the relayed answer.
+SLOW_OWNER_SECONDS = 6.0
 
 
 def _prompts(server: C2Process) -> int:
@@ -113,6 +117,50 @@ async def test_an_owner_that_moves_again_is_a_503_to_retry(pair: Pair, tmp_path:
         assert answered.headers["Retry-After"] == "1"
         assert len(ghost.received) == 2
         assert _prompts(pair.a) == 0 and _prompts(pair.b) == 0
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_dead_owner_within_its_lease_is_a_503_naming_it(pair: Pair, tmp_path: Path) -> None:
+    """The owner's lease still runs but nothing listens at its URL (it died a moment ago):
+    the relay fails to connect at once and the client gets 503 `owner_unreachable` naming
+    the owner, with Retry-After of a lease; never a 500, and nothing runs elsewhere."""
+    a, b = Client(pair.a), Client(pair.b)
+    try:
+        sid = (await a.new_session(tmp_path))["id"]
+        set_owner(pair.url, sid, GHOST_ID)
+        with ghost_member(pair.url, Ghost(), serve=False) as ghost:
+            answered = await b.prompt(sid, "/text hi", request_id="p-dead")
+        assert answered.status_code == 503, answered.text
+        problem = answered.json()
+        assert problem["code"] == "owner_unreachable"
+        assert problem["owner"] == GHOST_ID
+        assert GHOST_ID in problem["detail"] and ghost.url in problem["detail"]
+        assert answered.headers["Retry-After"] == str(int(LEASE_SECONDS))
+        assert _prompts(pair.a) == 0 and _prompts(pair.b) == 0
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_slow_owner_answer_is_relayed_whole(pair: Pair, tmp_path: Path) -> None:
+    """An owner that takes longer than a short read timeout would allow (a duplicate
+    waiting for the first outcome, an agent starting) still gets its answer through."""
+    a, b = Client(pair.a), Client(pair.b)
+    try:
+        sid = (await a.new_session(tmp_path))["id"]
+        set_owner(pair.url, sid, GHOST_ID)
+
+        def slowly() -> None:
+            time.sleep(SLOW_OWNER_SECONDS)
+            set_owner(pair.url, sid, _id(pair.a.home))  # then A serves it as the owner
+
+        with ghost_member(pair.url, Ghost(via=pair.a.base_url, before=slowly)):
+            answered = await b.prompt(sid, "/text slow", request_id="p-slow")
+        assert answered.status_code == 202, answered.text
+        assert answered.headers["Request-Id"] == "p-slow"
+        assert _prompts(pair.a) == 1
     finally:
         await a.aclose()
         await b.aclose()
