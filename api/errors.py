@@ -228,6 +228,15 @@ class OwnerUnreachableError(HttpProblem):
     title = "The session's instance did not answer"
 
 
+class NotOwnerError(HttpProblem):
+    """A relayed request reached a member that no longer owns its session (issue 18); the
+    relaying member looks the owner up again (api/forward.py). Never reaches a client."""
+
+    code = "not_owner"
+    status = 409
+    title = "This instance does not own the session"
+
+
 class NotReadyError(HttpProblem):
     code = "not_ready"
     status = 503

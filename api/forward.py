@@ -11,9 +11,17 @@ and applies its scopes and idempotency records as if called directly) plus the c
 in `C2-Cluster-Key` and the relaying member in `C2-Forwarded-By`. A request carrying a key is
 never relayed again (no loops); a wrong key is refused before anything else.
 
+The owner serves a relayed request only while it still owns the session by the database
+(ownership moves when a member whose lease lapsed is adopted from): otherwise it answers 409
+`not_owner` with the owner it sees in `C2-Not-Owner`, and the relaying member looks the
+owner up once more and serves the request itself or relays it to the new owner (a second
+move is a 503 `owner_unreachable` to retry). Clients never see `not_owner`. An owner that
+cannot be reached, or does not answer within the relay's read timeout (api/relay.py: 300 s,
+as relayed ops may legitimately take minutes), is a 503 `owner_unreachable` naming it.
+
 A pure ASGI middleware inside the request guard: credentials, scope and body limit are
-checked before anything is relayed, and it sees the buffered body. Its HTTP client (`Relay`)
-belongs to the app's Services, which close it at shutdown.
+checked before anything is relayed, and it sees the buffered body. Its HTTP client
+(api/relay.py) belongs to the app's Services, which close it at shutdown.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ from typing import Any
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from c2.api.errors import OwnerUnreachableError, problem_response
+from c2.api.errors import NotOwnerError, OwnerUnreachableError, Problem, problem_response
+from c2.api.relay import Owner, unreachable
 from c2.core.errors import DomainError, StoreUnavailableError, UnauthorizedError
 
 log = logging.getLogger(__name__)
 KEY_HEADER = "c2-cluster-key"
 BY_HEADER = "c2-forwarded-by"
+# On a `not_owner` answer: the session's owner as the answering member sees it.
+NOT_OWNER_HEADER = "c2-not-owner"
 OPS_PATH = "/v1/ops"
 SESSIONS = ("v1", "sessions")
 # Answered from the database by any member: never relayed.
@@ -49,7 +60,6 @@ _HOP = {
 }
 # Request headers the relay recomputes for its own connection.
 _RECOMPUTED = {b"host", b"content-length"}
-RELAY_TIMEOUT = httpx.Timeout(connect=3.0, read=None, write=30.0, pool=5.0)
 
 
 def session_target(method: str, path: str) -> str | None:
@@ -76,28 +86,6 @@ def op_target(body: bytes) -> str | None:
     return session if isinstance(session, str) and session else None
 
 
-class Relay:
-    """The HTTP client a member relays requests to their owners with: opened on first use,
-    closed once (`aclose`, at shutdown); a relay after that is refused, never a new client."""
-
-    def __init__(self) -> None:
-        self._client: httpx.AsyncClient | None = None
-        self.closed = False
-
-    def client(self) -> httpx.AsyncClient:
-        if self.closed:
-            raise httpx.TransportError("the relay is closed: the server is shutting down")
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=RELAY_TIMEOUT, trust_env=False)
-        return self._client
-
-    async def aclose(self) -> None:
-        self.closed = True
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-
 class ClusterForwarder:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -109,12 +97,9 @@ class ClusterForwarder:
             await self.app(scope, receive, send)
             return
         key = _header(scope, KEY_HEADER.encode())
-        if key is not None:
-            if not hmac.compare_digest(key.encode(), membership.secret.encode()):
-                err = UnauthorizedError("the cluster key of a relayed request is wrong")
-                await problem_response(err)(scope, receive, send)
-                return
-            await self.app(scope, receive, send)  # relayed to us: we are the owner
+        if key is not None and not hmac.compare_digest(key.encode(), membership.secret.encode()):
+            err = UnauthorizedError("the cluster key of a relayed request is wrong")
+            await problem_response(err)(scope, receive, send)
             return
         method: str = scope["method"]
         target = session_target(method, scope["path"])
@@ -122,46 +107,94 @@ class ClusterForwarder:
         if target is None and method == "POST" and scope["path"] == OPS_PATH:
             body, receive = await _buffer(receive)
             target = op_target(body)
+        if target is None:
+            await self.app(scope, receive, send)
+        elif key is not None:  # relayed to us as the session's owner
+            await self._serve_relayed(scope, receive, send, services, target)
+        else:
+            await self._route(scope, receive, send, services, target, body)
+
+    async def _serve_relayed(
+        self, scope: Scope, receive: Receive, send: Send, services: Any, target: str
+    ) -> None:
+        """Serve a relayed request only while this member still owns its session (by the
+        database); else answer `not_owner` naming the owner, for the relaying member to
+        look again. Never relayed further (no loops)."""
         try:
-            url = None if target is None or services is None else await services.owner_url(target)
-        except DomainError as err:
-            await problem_response(err)(scope, receive, send)
+            elsewhere = await services.owner_elsewhere(target)
+        except Exception as exc:
+            await problem_response(_lookup_failed(target, exc))(scope, receive, send)
             return
-        except Exception as exc:  # the registry could not be read: never a 500
-            log.warning("could not find the owner of session %s: %s", target, exc)
-            unavailable = StoreUnavailableError("the session's owner cannot be looked up now")
-            await problem_response(unavailable)(scope, receive, send)
-            return
-        if url is None or services is None:
+        if elsewhere is None:
             await self.app(scope, receive, send)
             return
-        if body is None:
-            body, receive = await _buffer(receive)
-        await self._relay(scope, send, url, body, membership, services.relay)
+        err = NotOwnerError(f"session {target} is owned by instance {elsewhere}, not this one")
+        err.session = target
+        err.details["owner"] = elsewhere
+        await problem_response(err, headers={NOT_OWNER_HEADER: elsewhere})(scope, receive, send)
+
+    async def _route(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        services: Any,
+        target: str,
+        body: bytes | None,
+    ) -> None:
+        """Serve here or relay to the owner. An owner that answers `not_owner` (its session
+        moved since we looked) makes us look once more: then serve here (ours now, or
+        adopted) or relay to the new owner; a second move is a 503 to retry."""
+        for _attempt in range(2):
+            try:
+                owner = await services.owner_of(target)
+            except Exception as exc:  # owner_unavailable, or the registry is unreadable
+                await problem_response(_lookup_failed(target, exc))(scope, receive, send)
+                return
+            if owner is None:
+                await self.app(scope, receive, send)
+                return
+            if body is None:
+                body, receive = await _buffer(receive)
+            moved_to = await self._relay(scope, send, owner, body, services)
+            if moved_to is None:
+                return  # the owner's answer was sent
+            log.info("instance %s no longer owns session %s (%s does)", owner.id, target, moved_to)
+        err = OwnerUnreachableError(
+            "the session's owner changed twice while this request was relayed; retry",
+            retry_after=1,
+        )
+        err.session = target
+        await problem_response(err)(scope, _nothing, send)
 
     async def _relay(
-        self, scope: Scope, send: Send, url: str, body: bytes, membership: Any, relay: Relay
-    ) -> None:
+        self, scope: Scope, send: Send, owner: Owner, body: bytes, services: Any
+    ) -> str | None:
+        """Send the request to `owner` and its answer back; the owner it names instead when
+        it answered `not_owner` (nothing sent then)."""
+        membership = services.membership
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP | _RECOMPUTED]
         headers += [
             (KEY_HEADER.encode(), membership.secret.encode()),
             (BY_HEADER.encode(), membership.id.encode()),
         ]
         query = scope.get("query_string", b"").decode("latin-1")
-        target = f"{url}{scope['path']}" + (f"?{query}" if query else "")
+        target = f"{owner.url}{scope['path']}" + (f"?{query}" if query else "")
         try:
-            client = relay.client()
+            client = services.relay.client()
             request = client.build_request(scope["method"], target, headers=headers, content=body)
             response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            log.warning("could not relay %s %s to %s: %s", scope["method"], scope["path"], url, exc)
-            err = OwnerUnreachableError(
-                f"the instance at {url} that owns this session did not answer; retry shortly",
-                retry_after=int(max(1, membership.config.lease_seconds)),
+            log.warning(
+                "could not relay %s %s to %s: %r", scope["method"], scope["path"], owner.url, exc
             )
+            err = unreachable(owner, exc, membership.config.lease_seconds)
             await problem_response(err)(scope, _nothing, send)
-            return
+            return None
         try:
+            moved_to: str | None = response.headers.get(NOT_OWNER_HEADER)
+            if response.status_code == 409 and moved_to is not None:
+                return moved_to
             await send(
                 {
                     "type": "http.response.start",
@@ -169,11 +202,26 @@ class ClusterForwarder:
                     "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP],
                 }
             )
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            try:
+                async for chunk in response.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as exc:
+                # Too late for a problem: the client sees the response cut short.
+                log.warning("the relayed answer of %s broke off: %r", owner.url, exc)
+                return None
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return None
         finally:
             await response.aclose()
+
+
+def _lookup_failed(target: str, exc: Exception) -> Problem:
+    """The answer when a session's owner could not be found out: its DomainError, or a 503
+    for a database that could not be read (never a 500)."""
+    if isinstance(exc, DomainError):
+        return exc
+    log.warning("could not find the owner of session %s: %s", target, exc)
+    return StoreUnavailableError("the session's owner cannot be looked up now", retry_after=1)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

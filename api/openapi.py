@@ -101,6 +101,11 @@ def _problem_properties(codes: list[dict[str, Any]]) -> dict[str, Any]:
             "description": "`outside_changes`: the paths changed outside any turn",
             "items": {"type": "string"},
         },
+        "owner": {
+            "type": "string",
+            "description": "`owner_unavailable`, `owner_unreachable`: the id of the cluster "
+            "instance that owns the session (as in `GET /v1/instances`)",
+        },
         "limit": {
             "$ref": "#/components/schemas/BudgetLimit",
             "description": "`budget_exceeded`: the session's budget",

@@ -205,6 +205,7 @@ _MEMBER_CODES = {
     "auth_methods": {"agent_auth_required"},
     "stderr_tail": {"agent_auth_required", "provider_unavailable", "turn_failed"},
     "paths": {"outside_changes"},
+    "owner": {"owner_unavailable", "owner_unreachable"},
 }
 
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from c2.api.dispatch import OpDispatcher
-from c2.api.forward import Relay
+from c2.api.relay import Owner, Relay
 from c2.api.settings import Settings, url_host
 from c2.core.bus import EventBus
 from c2.core.cluster.membership import ClusterConfig, home_instance_id
@@ -27,6 +27,7 @@ from c2.core.errors import OwnerUnavailableError
 from c2.core.home import HomeLock, StartupError
 from c2.core.home import preflight as check_home
 from c2.core.runtime import Runtime
+from c2.core.session import SessionRecord
 
 log = logging.getLogger(__name__)
 # (store, bus, settings) → the engine; tests swap in engines that fail on purpose.
@@ -121,29 +122,45 @@ class Services:
             log.exception("could not close the relay's connections")
         await self.core.close()
 
-    async def owner_url(self, session_id: str, *, adopt: bool = True) -> str | None:
-        """Where a request acting on `session_id` must go: the URL of the live member that
-        owns it when that is not this one, else None (serve it here: ours, unowned or
-        unknown). A session whose owner is gone is adopted here first (core/cluster/
-        takeover.py), or refused with `owner_unavailable` when it has a worktree."""
+    async def owner_of(self, session_id: str, *, adopt: bool = True) -> Owner | None:
+        """The live member other than this one that owns `session_id`, where a request acting
+        on it must go; None to serve it here (ours, unowned or unknown). A session whose
+        owner is gone is adopted here first (core/cluster/takeover.py), or refused with
+        `owner_unavailable` when it has a worktree."""
+        record = await self._owned_elsewhere(session_id)
+        if record is None or record.owner is None:
+            return None
+        assert self.membership is not None
+        for member in await self.membership.members():
+            if member.id == record.owner:
+                return Owner(member.id, member.url)
+        if record.worktree_path is not None:
+            gone = OwnerUnavailableError(
+                f"the instance {record.owner} that owns this worktree session is gone; the "
+                "worktree lives on its disk, so only that instance can run it again",
+                session=session_id,
+            )
+            gone.details["owner"] = record.owner
+            raise gone
+        if await adopt_session(self.store, session_id, record.owner) or not adopt:
+            return None
+        return await self.owner_of(session_id, adopt=False)  # another member adopted it
+
+    async def owner_elsewhere(self, session_id: str) -> str | None:
+        """The id of the member other than this one that owns `session_id` now (live or
+        not), judged by the database; None when this member may serve it (ours, unowned,
+        unknown, or not clustered). A relayed request is served only while this is None."""
+        record = await self._owned_elsewhere(session_id)
+        return None if record is None else record.owner
+
+    async def _owned_elsewhere(self, session_id: str) -> SessionRecord | None:
         membership = self.membership
         if membership is None:
             return None
         record = await self.engine.record_of(session_id)
         if record is None or record.owner is None or record.owner == membership.id:
             return None
-        for member in await membership.members():
-            if member.id == record.owner:
-                return member.url
-        if record.worktree_path is not None:
-            raise OwnerUnavailableError(
-                f"the instance {record.owner} that owns this worktree session is gone; the "
-                "worktree lives on its disk, so only that instance can run it again",
-                session=session_id,
-            )
-        if await adopt_session(self.store, session_id, record.owner) or not adopt:
-            return None
-        return await self.owner_url(session_id, adopt=False)  # another member adopted it
+        return record
 
     async def take_over_expired(self) -> None:
         """Take over the sessions of members whose lease expired (core/cluster/)."""

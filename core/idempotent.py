@@ -31,19 +31,22 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from functools import partial
+from typing import TypeVar
 
-from c2.core.errors import RequestIdReusedError, StoreUnavailableError
+from c2.core.errors import DomainError, RequestIdReusedError, StoreUnavailableError
 from c2.core.protocol.ops import Op
 from c2.core.store.cluster import ClusterRepository
-from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.faults import describe
 from c2.core.store.idempotency import CURRENT_OP, PENDING, OpRecord, Reply
 
 __all__ = ["IdempotentOps", "KeyedLocks", "Reply", "op_fingerprint"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 CLAIM_POLL_SECONDS = 0.05
 # A duplicate waits this long for the first request's outcome, then gets a 503 to retry.
 CLAIM_WAIT_SECONDS = 120.0
@@ -109,7 +112,7 @@ class IdempotentOps:
         async with self._locks.hold((device_id, request_id)):
             if self._store.cluster:
                 return await self._once_claimed(device_id, request_id, fingerprint, perform, render)
-            record = await self._store.read(lambda r: r.idempotency.get(device_id, request_id))
+            record = await self._read(lambda r: r.idempotency.get(device_id, request_id))
             if record is not None and record.status == PENDING:
                 record = None  # a claim left by a cluster member: the database is ours now
             if record is not None:
@@ -162,7 +165,7 @@ class IdempotentOps:
         me = self._claimant
         deadline = time.monotonic() + CLAIM_WAIT_SECONDS
         while True:
-            record = await self._store.write(
+            record = await self._write(
                 lambda uow: uow.idempotency.claim(device_id, request_id, fingerprint, me)
             )
             if record is None:
@@ -175,9 +178,7 @@ class IdempotentOps:
                 return Reply(record.status, record.body_json), True
             stale = record.claimant or ""
             if await self._gone(stale):
-                took = await self._store.write(
-                    partial(_take_over, device_id, request_id, stale, me)
-                )
+                took = await self._write(partial(_take_over, device_id, request_id, stale, me))
                 if took:
                     break
                 continue
@@ -212,7 +213,15 @@ class IdempotentOps:
             return False
         if instance == self._store.instance_id:
             return True  # this member before a restart
-        return not await self._store.read(lambda r: ClusterRepository(r.conn).is_live(instance))
+        return not await self._read(lambda r: ClusterRepository(r.conn).is_live(instance))
+
+    async def _read(self, fn: Callable[[ReadUnit], T]) -> T:
+        with _store_fault():
+            return await self._store.read(fn)
+
+    async def _write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        with _store_fault():
+            return await self._store.write(fn)
 
     async def _release(self, device_id: str, request_id: str) -> None:
         try:
@@ -221,6 +230,22 @@ class IdempotentOps:
             )
         except Exception:
             log.exception("could not release the claim of request %s", request_id)
+
+
+@contextmanager
+def _store_fault() -> Iterator[None]:
+    """A database that cannot be read or written while the request's record is looked up or
+    claimed (an outage, this member's lapsed lease): a 503 to retry, never a 500. The op has
+    not run."""
+    try:
+        yield
+    except DomainError:
+        raise
+    except Exception as exc:
+        raise StoreUnavailableError(
+            f"the request's idempotency record cannot be read or claimed now ({describe(exc)})",
+            retry_after=1,
+        ) from exc
 
 
 def _take_over(device_id: str, request_id: str, stale: str, me: str, uow: UnitOfWork) -> bool:

@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from c2.core.errors import StoreUnavailableError
 from c2.core.store.cluster import ClusterRepository, Instance
 from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.faults import describe
 
 log = logging.getLogger(__name__)
 ID_FILE = "instance-id"
@@ -139,5 +141,11 @@ class Membership:
             log.warning("could not leave the cluster cleanly: %s", exc)
 
     async def members(self) -> list[Instance]:
-        """Live members by the database's clock."""
-        return await self._store.read(lambda r: ClusterRepository(r.conn).live())
+        """Live members by the database's clock; StoreUnavailableError when the database
+        cannot be read."""
+        try:
+            return await self._store.read(lambda r: ClusterRepository(r.conn).live())
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"the cluster's members cannot be read now ({describe(exc)})", retry_after=1
+            ) from exc

@@ -19,6 +19,7 @@ from c2.core.protocol.events import SessionActivityChanged
 from c2.core.queue import FollowUpQueue
 from c2.core.store.cluster import ClusterRepository
 from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.faults import describe
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,15 @@ def _interrupted(uow: UnitOfWork, owner: str, session: str | None = None) -> int
 
 
 async def take_over_expired(store: Store, queue: FollowUpQueue) -> list[str]:
-    """Take over every member whose lease expired; returns the ones this member took."""
-    dead = await store.read(lambda r: ClusterRepository(r.conn).expired())
-    taken = []
+    """Take over every member whose lease expired; returns the ones this member took. A
+    database that cannot be reached (or this member's own lapsed lease) ends this round with
+    a warning: the next round, a third of a lease later, tries again."""
+    try:
+        dead = await store.read(lambda r: ClusterRepository(r.conn).expired())
+    except Exception as exc:
+        log.warning("could not look for cluster members past their lease: %s", describe(exc))
+        return []
+    taken: list[str] = []
     for member in dead:
 
         def write(uow: UnitOfWork, member: str = member) -> int | None:
@@ -41,7 +48,11 @@ async def take_over_expired(store: Store, queue: FollowUpQueue) -> list[str]:
                 return None  # renewed meanwhile, or another survivor took it
             return _interrupted(uow, member)
 
-        interrupted = await store.write(write)
+        try:
+            interrupted = await store.write(write)
+        except Exception as exc:
+            log.warning("could not take over cluster member %s: %s", member, describe(exc))
+            return taken
         if interrupted is None:
             continue
         taken.append(member)

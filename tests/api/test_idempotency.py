@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from tests.api.conftest import AppClient
 
 ECHO = {"custom": "echo"}
@@ -165,3 +167,16 @@ async def test_bare_ops_answer_with_their_resource_routes_status(app_client: App
     policy["sandbox"] = "read_only"
     resp = await app_client.http.post("/v1/ops", json=policy)
     assert resp.status_code == 200 and resp.json()["policy"]["mode"] == "yolo"
+
+
+async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClient, tmp_path):
+    """When the request's idempotency record cannot be read, the op does not run and the
+    answer is 503 `store_unavailable` with Retry-After (retry with the same request_id)."""
+    store = app_client.services.store
+    await store.write(lambda uow: uow.conn.execute(text("DROP TABLE idempotency")))
+    resp = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
+    assert resp.status_code == 503, resp.text
+    assert resp.json()["code"] == "store_unavailable"
+    assert resp.headers["Retry-After"] == "1"
+    listed = (await app_client.http.get("/v1/sessions")).json()["sessions"]
+    assert listed == []

@@ -28,13 +28,15 @@ class Pair:
     b: C2Process
 
 
-def member(home: Path, url: str) -> C2Process:
+def member(home: Path, url: str, **env: str) -> C2Process:
+    """A cluster member on `url` (not started); `env` adds or overrides settings."""
     return C2Process(
         home,
         env={
             "C2_DATABASE_URL": url,
             "C2_CLUSTER": "1",
             "C2_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
+            **env,
         },
     )
 

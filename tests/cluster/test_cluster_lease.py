@@ -80,6 +80,7 @@ async def test_kill9_of_a_member_hands_its_sessions_to_the_survivor(
         assert refused.status_code == 409, refused.text
         assert refused.json()["code"] == "owner_unavailable"
         assert _id(pair.a.home) in refused.json()["detail"]
+        assert refused.json()["owner"] == _id(pair.a.home)
         assert (await b.snapshot(worktree))["owner"] == _id(pair.a.home)
         # A restarts under its id: the processes its old agents left are ended.
         assert all(alive(pid) for pid in grandchildren)

@@ -1,7 +1,9 @@
 /**
  * A clear sentence for every problem `code` c2 answers with (docs/api.md §1), for people who never
  * read the API: what happened and what to do. Unknown codes fall back to the problem's detail.
+ * The cluster's owner problems name the instance that runs the session instead.
  */
+import { instanceName } from "./instances.js";
 
 const MESSAGES: Record<string, string> = {
   agent_auth_required: "The agent needs you to log in first (see its documentation), then try again.",
@@ -34,6 +36,8 @@ const MESSAGES: Record<string, string> = {
   not_ready: "c2 is starting or stopping; try again in a moment.",
   operation_failed: "The agent refused the change.",
   outside_changes: "Files changed outside any turn since c2 last recorded them.",
+  owner_unavailable: "The c2 instance that runs this session is gone; the session can only be read until it is back.",
+  owner_unreachable: "The c2 instance that runs this session is not answering; try again in a few seconds.",
   payload_too_large: "That message is too large.",
   permission_not_pending: "That permission was already answered.",
   provider_unavailable: "This agent is not installed on the server.",
@@ -55,15 +59,25 @@ const MESSAGES: Record<string, string> = {
   worktree_error: "The git worktree could not be made or used.",
 };
 
+// The owner problems of a cluster (issue 18), naming the instance (problem member `owner`).
+const OWNER_MESSAGES: Record<string, (instance: string) => string> = {
+  owner_unavailable: (instance) =>
+    `The c2 instance ${instance} that runs this session is gone. Its worktree lives on that machine, so the session can continue only when that instance is back; until then you can still read it.`,
+  owner_unreachable: (instance) => `The c2 instance ${instance} that runs this session is not answering; try again in a few seconds.`,
+};
+
 interface ProblemLike {
   code?: string | null;
   detail?: string | null;
+  owner?: string | null;
 }
 
 /** The sentence to show for a failed request's problem body (or a network failure). */
 export function problemMessage(error: unknown): string {
   if (error === undefined || error === null) return "c2 could not be reached: check the connection.";
   const problem = error as ProblemLike;
+  const owner = problem.code && problem.owner ? OWNER_MESSAGES[problem.code] : undefined;
+  if (owner && problem.owner) return owner(instanceName(problem.owner));
   const base = (problem.code ? MESSAGES[problem.code] : undefined) ?? "The request failed.";
   return problem.detail ? `${base} (${problem.detail})` : base;
 }

@@ -20,6 +20,7 @@ export type Route =
   | { page: "devices" }
   | { page: "webhooks" }
   | { page: "usage" }
+  | { page: "instances" }
   | { page: "search"; q: string };
 
 function intOrNull(value: string | null): number | null {
@@ -37,6 +38,7 @@ export function parseRoute(hash: string): Route {
   if (hash === "#/devices") return { page: "devices" };
   if (hash === "#/webhooks") return { page: "webhooks" };
   if (hash === "#/usage") return { page: "usage" };
+  if (hash === "#/instances") return { page: "instances" };
   const search = /^#\/search(?:\?(.*))?$/.exec(hash);
   if (search) return { page: "search", q: new URLSearchParams(search[1] ?? "").get("q") ?? "" };
   return { page: "home" };

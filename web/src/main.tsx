@@ -7,7 +7,9 @@ import { useEffect, useState } from "preact/hooks";
 import { connection, credential, redeemPairing, sessions, startStream, stopStream } from "./app.js";
 import { useRoute, useStore, sessionHref } from "./hooks.js";
 import { registerWorker } from "./push.js";
+import { instances, refreshInstances } from "./instances.js";
 import { DevicesPage } from "./ui/devices.js";
+import { InstancesPage } from "./ui/instances.js";
 import { SearchBox, SearchPage } from "./ui/search.js";
 import { UsagePage } from "./ui/usage.js";
 import { WebhooksPage } from "./ui/webhooks.js";
@@ -48,8 +50,11 @@ function NeedsYou({ current }: { current: string | null }) {
 
 function Shell() {
   const route = useRoute();
+  // In a cluster (any live member listed) the header links the Instances page.
+  const clustered = (useStore(instances)?.length ?? 0) > 0;
   useEffect(() => {
     startStream();
+    void refreshInstances();
     // The worker shows push notifications and opens a session on a click (push.ts).
     registerWorker().catch(() => undefined);
     return stopStream;
@@ -67,6 +72,7 @@ function Shell() {
         <a href="#/devices">Devices</a>
         <a href="#/usage">Usage</a>
         <a href="#/webhooks">Webhooks</a>
+        {clustered && <a href="#/instances">Instances</a>}
         <NewSessionButton />
       </header>
       <aside class="side">
@@ -82,6 +88,8 @@ function Shell() {
           <UsagePage />
         ) : route.page === "webhooks" ? (
           <WebhooksPage />
+        ) : route.page === "instances" ? (
+          <InstancesPage />
         ) : route.page === "search" ? (
           <SearchPage q={route.q} />
         ) : (

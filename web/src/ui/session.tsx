@@ -53,6 +53,7 @@ import {
 import { problemMessage } from "../errors.js";
 import { type HitTarget, requestId, sessionHref, useStore } from "../hooks.js";
 import { Markdown } from "../markdown.js";
+import { OwnerBadge } from "./instances.js";
 import { type QueueState, QueuePanel, useQueue } from "./queue.js";
 import { LineageNote, PrimedNote, ReviewContext, RewindNote, TurnTools, useReview } from "./review.js";
 import { MODES, SANDBOXES, activityLabel, providerLabel } from "./sessions.js";
@@ -749,6 +750,7 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
                 {discarded ? "worktree discarded" : "worktree"} · {session.worktree_baseline.display}
               </span>
             )}
+            {session.owner && <OwnerBadge owner={session.owner} />}
             <ContextMeter session={session} />
           </span>
           {session.forked_from && <LineageNote from={session.forked_from} />}
