@@ -65,6 +65,11 @@ RETRY_BACKOFF = (0.05, 1.0)
 SQLITE_WRITER_BUSY_MS = 1000
 # A batch not committed after this long means the store cannot commit (readiness says so).
 STALL_SECONDS = 3.0
+# While writes keep coming, a transaction starts at most this often (seconds): the jobs that
+# arrive meanwhile join it. Each commit is a transaction, a publication to every live stream
+# and so a wake-up of each of them; fewer, larger batches cut all three (bench/fleet.py). A
+# write after a quiet interval commits at once.
+COMMIT_INTERVAL = 0.005
 
 
 class UnitOfWork:
@@ -211,6 +216,7 @@ class Store:
         cluster: bool = False,
         instance_id: str | None = None,
         retry_seconds: float = WRITE_RETRY_SECONDS,
+        commit_interval: float = COMMIT_INTERVAL,
     ) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "other"
@@ -223,6 +229,8 @@ class Store:
         # creates and the agents it spawns. None when not clustered.
         self.instance_id = instance_id
         self.retry_seconds = retry_seconds
+        self.commit_interval = max(0.0, commit_interval)
+        self._last_commit = -math.inf  # monotonic start of the last batch (commit_interval)
         self._writer_engine = _make_engine(url, writer=True)
         self._reader_engine = _make_engine(url, writer=False)
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
@@ -388,17 +396,8 @@ class Store:
                     continue
                 if first is None:
                     return
-                batch: list[_Job[Any]] = [first]
-                stop = False
-                while len(batch) < MAX_GROUP:
-                    try:
-                        nxt = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        stop = True
-                        break
-                    batch.append(nxt)
+                batch, stop = self._gather(first)
+                self._last_commit = time.monotonic()
                 conn = self._commit(conn, batch)
                 if stop:
                     return
@@ -406,6 +405,22 @@ class Store:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
+
+    def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
+        """`first` and the jobs queued behind it, up to MAX_GROUP, waiting for more until
+        `commit_interval` after the last batch started; and whether the store is closing."""
+        batch: list[_Job[Any]] = [first]
+        due = self._last_commit + self.commit_interval
+        while len(batch) < MAX_GROUP:
+            remaining = due - time.monotonic()
+            try:
+                nxt = self._jobs.get(timeout=remaining) if remaining > 0 else self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                return batch, True
+            batch.append(nxt)
+        return batch, False
 
     def _commit(  # noqa: C901
         self, conn: Connection | None, batch: list[_Job[Any]]

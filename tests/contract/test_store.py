@@ -87,6 +87,27 @@ async def test_store_event_log_orders_concurrent_commits(store):
     assert [ev.payload for ev in replay] == [ev.payload for ev in published]
 
 
+async def test_store_writes_arriving_within_the_commit_interval_share_a_transaction(
+    database_url: str,
+):
+    """A busy writer starts a transaction at most once per commit interval: writes queued
+    meanwhile join the next one (one publication for all of them), in submission order."""
+    batches: list[list[CommittedEvent]] = []
+    db = Store(database_url, commit_interval=0.5)
+    await asyncio.to_thread(db.migrate)
+    db.start(publish=batches.append)
+    try:
+        await db.write(lambda uow: uow.emit(_error("first")))
+        futures = [db.submit(lambda uow, i=i: uow.emit(_error(f"m{i}"))) for i in range(5)]
+        await asyncio.gather(*futures)
+    finally:
+        await asyncio.to_thread(db.close)
+    assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
+        ["first"],
+        [f"m{i}" for i in range(5)],
+    ]
+
+
 async def test_store_event_log_after_filters_and_pages(store):
     """`after` is exclusive, oldest first, bounded by `limit`, optionally one session's."""
     db, published = store
