@@ -367,9 +367,8 @@ async def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="profile the server with yappi (pip install yappi) during the (last) fleet run and "
-        "write its pstats to FILE; the top entries are printed at the end (CPU figures then "
-        "include yappi's own cost)",
+        help="profile the server during the (last) fleet run (bench/profiling: a stack sampler, "
+        "or yappi with C2_BENCH_PROFILER=yappi) and write the report to FILE; printed at the end",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]
@@ -413,15 +412,16 @@ async def main() -> None:
         finally:
             server.stop()
     if args.profile:
-        print_profile(Path(args.profile))
+        print_profile(Path(args.profile).resolve())
 
 
 def print_profile(path: Path, top: int = 30) -> None:
-    """The server's top functions by own CPU time, then by cumulative time."""
-    print(Path(f"{path}.threads").read_text())
-    stats = pstats.Stats(str(path))
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
+    """The server's profile: per thread the top functions by own time, then inclusive."""
+    print(path.read_text())
+    if Path(f"{path}.pstat").exists():
+        stats = pstats.Stats(f"{path}.pstat")
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
 
 
 if __name__ == "__main__":
