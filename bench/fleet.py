@@ -22,8 +22,8 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import pstats
+import signal
 import statistics
 import subprocess
 import sys
