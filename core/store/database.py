@@ -414,7 +414,9 @@ class Store:
         while len(batch) < MAX_GROUP:
             remaining = due - time.monotonic()
             try:
-                nxt = self._jobs.get(timeout=remaining) if remaining > 0 else self._jobs.get_nowait()
+                nxt = (
+                    self._jobs.get(timeout=remaining) if remaining > 0 else self._jobs.get_nowait()
+                )
             except queue.Empty:
                 break
             if nxt is None:
