@@ -230,7 +230,7 @@ class AgentFeed:
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
             return None
-        future = self._store.submit(write)
+        future = self._store.submit(write, paced=True)
         future.add_done_callback(self._written)
         self._in_flight.append(future)
         while self._in_flight and self._in_flight[0].done():

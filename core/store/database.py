@@ -65,10 +65,10 @@ RETRY_BACKOFF = (0.05, 1.0)
 SQLITE_WRITER_BUSY_MS = 1000
 # A batch not committed after this long means the store cannot commit (readiness says so).
 STALL_SECONDS = 3.0
-# While writes keep coming, a transaction starts at most this often (seconds): the jobs that
-# arrive meanwhile join it. Each commit is a transaction, a publication to every live stream
-# and so a wake-up of each of them; fewer, larger batches cut all three (bench/fleet.py). A
-# write after a quiet interval commits at once.
+# Paced writes (streamed agent output) start a transaction at most this often (seconds): the
+# jobs that arrive meanwhile join it. Each commit is a transaction, a publication to every live
+# stream and so a wake-up of each of them; fewer, larger batches cut all three
+# (bench/fleet.py). Other writes (an op awaiting its write) are never held back.
 COMMIT_INTERVAL = 0.005
 
 
@@ -155,6 +155,7 @@ class _Job(Generic[T]):
     uow: UnitOfWork | None = None
     op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
     fenced: bool = True  # commits only while the store's fence holds (see Store.fence)
+    paced: bool = False  # may wait for the commit interval (see Store.submit)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -326,9 +327,13 @@ class Store:
         patient: bool = False,
         retry_seconds: float | None = None,
         fenced: bool = True,
+        paced: bool = False,
     ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
         order, so a producer may stream writes and await only the last one (group commit).
+        A `paced` job (a stream of many small writes nobody awaits one by one) may wait until
+        `commit_interval` after the previous transaction began, so the writes that arrive
+        meanwhile share its transaction; a job that is not paced ends that wait.
 
         A write the database cannot take is retried for `retry_seconds` (the store's unless
         given), then fails with StoreWriteError; a `patient` write is retried until the
@@ -344,7 +349,13 @@ class Store:
         if op is not None and not op.carried_by_current_task():
             op = None
         job: _Job[T] = _Job(
-            fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op, fenced=fenced
+            fn=fn,
+            loop=loop,
+            future=loop.create_future(),
+            deadline=deadline,
+            op=op,
+            fenced=fenced,
+            paced=paced,
         )
         self._jobs.put(job)
         return job.future
@@ -407,10 +418,11 @@ class Store:
                     conn.close()
 
     def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
-        """`first` and the jobs queued behind it, up to MAX_GROUP, waiting for more until
-        `commit_interval` after the last batch started; and whether the store is closing."""
+        """`first` and the jobs queued behind it, up to MAX_GROUP, and whether the store is
+        closing. While every job taken is paced, waits for more until `commit_interval` after
+        the last batch began."""
         batch: list[_Job[Any]] = [first]
-        due = self._last_commit + self.commit_interval
+        due = self._last_commit + self.commit_interval if first.paced else -math.inf
         while len(batch) < MAX_GROUP:
             remaining = due - time.monotonic()
             try:
@@ -422,6 +434,8 @@ class Store:
             if nxt is None:
                 return batch, True
             batch.append(nxt)
+            if not nxt.paced:
+                due = -math.inf  # someone awaits this one: commit now with what is queued
         return batch, False
 
     def _commit(  # noqa: C901

@@ -87,24 +87,28 @@ async def test_store_event_log_orders_concurrent_commits(store):
     assert [ev.payload for ev in replay] == [ev.payload for ev in published]
 
 
-async def test_store_writes_arriving_within_the_commit_interval_share_a_transaction(
+async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_the_wait(
     database_url: str,
 ):
-    """A busy writer starts a transaction at most once per commit interval: writes queued
-    meanwhile join the next one (one publication for all of them), in submission order."""
+    """Paced writes (streamed agent output) start a transaction at most once per commit
+    interval: those queued meanwhile join one transaction (one publication), in submission
+    order; a write that is not paced is never held back, and takes the paced ones with it."""
     batches: list[list[CommittedEvent]] = []
-    db = Store(database_url, commit_interval=0.5)
+    db = Store(database_url, commit_interval=3600)  # only an unpaced write can end the wait
     await asyncio.to_thread(db.migrate)
     db.start(publish=batches.append)
     try:
         await db.write(lambda uow: uow.emit(_error("first")))
-        futures = [db.submit(lambda uow, i=i: uow.emit(_error(f"m{i}"))) for i in range(5)]
-        await asyncio.gather(*futures)
+        paced = [
+            db.submit(lambda uow, i=i: uow.emit(_error(f"m{i}")), paced=True) for i in range(5)
+        ]
+        await db.write(lambda uow: uow.emit(_error("op")))
+        await asyncio.gather(*paced)
     finally:
         await asyncio.to_thread(db.close)
     assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
         ["first"],
-        [f"m{i}" for i in range(5)],
+        [*(f"m{i}" for i in range(5)), "op"],
     ]
 
 
