@@ -44,7 +44,7 @@ from c2.core.store.events import (
     claim_sequences,
     notify_position,
 )
-from c2.core.store.faults import StoreWriteError, describe, is_transient
+from c2.core.store.faults import StepsLostError, StoreWriteError, describe, is_transient
 from c2.core.store.idempotency import CURRENT_OP, IdempotencyRepository, OpRecord, Reply
 from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
@@ -156,6 +156,50 @@ class _Job(Generic[T]):
     op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
     fenced: bool = True  # commits only while the store's fence holds (see Store.fence)
     paced: bool = False  # may wait for the commit interval (see Store.submit)
+    # A job of several writes (Store.submit_steps): `fn` runs them all in one unit of work;
+    # replayed after a failure as one job per step. None: a single write.
+    steps: list[Callable[[UnitOfWork], Any]] | None = None
+    group: _StepGroup | None = None  # a step replayed alone: settles its job's future
+
+    def split(self) -> list[_Job[Any]]:
+        """This job as one job per step (each in its own transaction); itself if single."""
+        if self.steps is None:
+            return [self]
+        group = _StepGroup(self.future, len(self.steps))
+        return [
+            _Job(
+                fn=step,
+                loop=self.loop,
+                future=self.future,
+                deadline=self.deadline,
+                op=self.op,
+                fenced=self.fenced,
+                group=group,
+            )
+            for step in self.steps
+        ]
+
+
+@dataclass(eq=False)
+class _StepGroup:
+    """The steps of one job replayed apart: its future settles once every step did, failing
+    with StepsLostError when any step failed."""
+
+    future: asyncio.Future[Any]
+    remaining: int
+    failed: int = 0
+    error: BaseException | None = None
+
+    def settle(self, error: BaseException | None) -> None:
+        self.remaining -= 1
+        if error is not None:
+            self.failed += 1
+            self.error = self.error or error
+        if self.remaining == 0 and not self.future.done():
+            if self.error is not None:
+                self.future.set_exception(StepsLostError(self.failed, self.error))
+            else:
+                self.future.set_result(None)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -338,6 +382,32 @@ class Store:
         A write the database cannot take is retried for `retry_seconds` (the store's unless
         given), then fails with StoreWriteError; a `patient` write is retried until the
         store closes (a state that must land, such as the end of a turn)."""
+        return self._enqueue(fn, None, patient, retry_seconds, fenced, paced)
+
+    def submit_steps(
+        self, steps: list[Callable[[UnitOfWork], Any]], *, paced: bool = False
+    ) -> asyncio.Future[None]:
+        """Queue `steps` as one job: run in order in one unit of work (one hand-off to the
+        writer and one completion, for a burst of small writes). Should one of them fail on
+        its own (not the database's trouble), each step is replayed in its own transaction
+        like separate jobs, so only the failing step is lost; the future then fails with
+        StepsLostError (how many, and the first cause)."""
+
+        def run_all(uow: UnitOfWork) -> None:
+            for step in steps:
+                step(uow)
+
+        return self._enqueue(run_all, steps if len(steps) > 1 else None, False, None, True, paced)
+
+    def _enqueue(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        steps: list[Callable[[UnitOfWork], Any]] | None,
+        patient: bool,
+        retry_seconds: float | None,
+        fenced: bool,
+        paced: bool,
+    ) -> asyncio.Future[T]:
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         if not self._writer.is_alive():
@@ -356,6 +426,7 @@ class Store:
             op=op,
             fenced=fenced,
             paced=paced,
+            steps=steps,
         )
         self._jobs.put(job)
         return job.future
@@ -507,11 +578,12 @@ class Store:
                             conn.invalidate()
                         conn = None
                     if not is_transient(exc):
-                        if len(pending) > 1:
-                            # A write's own failure: replay one job per transaction so only
-                            # the failing job reports it.
+                        if len(pending) > 1 or pending[0].steps is not None:
+                            # A write's own failure: replay one job (one step of a job of
+                            # several) per transaction so only the failing one reports it.
                             for job in pending:
-                                conn = self._commit(conn, [job])
+                                for one in job.split():
+                                    conn = self._commit(conn, [one])
                             return conn
                         self._fail(pending, exc)
                         return conn
@@ -629,6 +701,9 @@ class Store:
         if committed and self._publish is not None:
             self._publish(committed)
         for job in jobs:
+            if job.group is not None:
+                job.group.settle(job.error)
+                continue
             if job.future.done():
                 continue
             if job.error is not None:

@@ -46,6 +46,7 @@ from c2.core.session_list import SessionPage, decode_cursor, read_session_page
 from c2.core.store.database import MIGRATIONS, ReadUnit, Store, UnitOfWork
 from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
+from c2.core.store.faults import StepsLostError
 from c2.core.store.sessions import ActivityConflictError
 from tests.contract.pg import STORES, database_url_for
 
@@ -110,6 +111,29 @@ async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_
         ["first"],
         [*(f"m{i}" for i in range(5)), "op"],
     ]
+
+
+async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itself(store):
+    """A job of several steps commits in one unit of work; when one step fails on its own,
+    the steps are replayed one per transaction: the others commit, in order, and the job
+    fails with StepsLostError counting the failed step."""
+    db, published = store
+
+    def note(message: str):
+        return lambda uow: uow.emit(_error(message))
+
+    def boom(uow: UnitOfWork) -> None:
+        uow.emit(_error("doomed"))
+        raise RuntimeError("boom")
+
+    await db.submit_steps([note("a"), note("b")])
+    with pytest.raises(StepsLostError) as lost:
+        await db.submit_steps([note("c"), boom, note("d")], paced=True)
+    assert lost.value.failed == 1
+    assert isinstance(lost.value.cause, RuntimeError)
+    assert [json.loads(ev.payload)["message"] for ev in published] == ["a", "b", "c", "d"]
+    stored = await db.read(lambda r: r.events.after(0, limit=10))
+    assert [ev.seq for ev in stored] == [ev.seq for ev in published]
 
 
 async def test_store_event_log_after_filters_and_pages(store):
