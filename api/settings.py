@@ -49,7 +49,8 @@ class Settings:
     auth_failures_per_minute_total: int = 300  # the same, all addresses together
     store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
     # -- throughput (issue 17) --
-    commit_interval_ms: float = 5.0  # a busy writer starts a transaction at most this often
+    commit_interval_ms: float = 5.0  # streamed agent output is committed at most this often
+    stream_write_interval_ms: float = 10.0  # an event stream writes at most this often
     # -- notifications (issue 15) --
     webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
     vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
@@ -88,6 +89,7 @@ class Settings:
         max_streams = env.get("C2_MAX_STREAMS_PER_DEVICE")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
         commit_interval = env.get("C2_COMMIT_INTERVAL_MS")
+        write_interval = env.get("C2_STREAM_WRITE_INTERVAL_MS")
         backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
         lease = env.get("C2_CLUSTER_LEASE_SECONDS")
         return cls(
@@ -111,6 +113,11 @@ class Settings:
                 min(100.0, max(0.0, float(commit_interval)))
                 if commit_interval
                 else cls.commit_interval_ms
+            ),
+            stream_write_interval_ms=(
+                min(100.0, max(0.0, float(write_interval)))
+                if write_interval
+                else cls.stream_write_interval_ms
             ),
             webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
             vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
