@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
@@ -168,13 +169,19 @@ class EventStream:
             batch = await self._feed.after(self.last, self._session)
             if batch:
                 self.last = batch[-1].seq
-                yield b"".join(map(self._feed.frame, batch))
+                yield self._feed.frames(batch)
             if len(batch) < REPLAY_BATCH:
                 return
 
     def _fresh(self, events: Sequence[CommittedEvent]) -> bytes:
-        frame = self._feed.frame
-        out = [frame(ev) for ev in events if ev.seq > self.last]
-        if out:
-            self.last = max(self.last, max(ev.seq for ev in events))
-        return b"".join(out)
+        """The frames of `events` (in sequence order) not sent yet; a catch-up may have sent
+        a prefix of them already."""
+        new = events[bisect_right(events, self.last, key=_seq) :]
+        if not new:
+            return b""
+        self.last = new[-1].seq
+        return self._feed.frames(new)
+
+
+def _seq(ev: CommittedEvent) -> int:
+    return ev.seq

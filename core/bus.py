@@ -32,13 +32,16 @@ class Subscription:
     _waiter: asyncio.Future[bool] | None = None
 
     def push(self, events: list[CommittedEvent]) -> None:
-        """Queue `events` (already in sequence order) that this stream should see."""
-        if self.closed or self.lagged:
-            return
+        """Queue `events` (in sequence order, of every session) that this stream should see."""
         if self.session is not None:
             events = [ev for ev in events if ev.session == self.session]
-            if not events:
-                return
+        if events:
+            self.push_own(events)
+
+    def push_own(self, events: list[CommittedEvent]) -> None:
+        """Queue `events` (in sequence order), already only those this stream should see."""
+        if self.closed or self.lagged:
+            return
         if len(self._pending) + len(events) > self.backlog:
             # Drop the backlog rather than grow it: the stream re-reads from the log.
             self._pending.clear()
@@ -120,8 +123,18 @@ class EventBus:
     def publish(self, events: list[CommittedEvent]) -> None:
         """Fan `events` (one commit batch, in sequence order) out to every live stream."""
         self.recent.extend(events)  # first: a stream woken by this batch may read the ring
+        by_session: dict[str | None, list[CommittedEvent]] | None = None
         for sub in tuple(self._subs):
-            sub.push(events)
+            if sub.session is None:
+                sub.push_own(events)
+                continue
+            if by_session is None:  # split once per batch, not once per session stream
+                by_session = {}
+                for ev in events:
+                    by_session.setdefault(ev.session, []).append(ev)
+            own = by_session.get(sub.session)
+            if own:
+                sub.push_own(own)
 
     def close_device(self, device_id: str) -> int:
         """End every stream opened by `device_id` (revoked); returns how many were closed."""
