@@ -49,10 +49,11 @@ PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py starts yappi in
 # -- the server process as the kernel sees it ----------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of `pid` itself (its threads included, its agents not)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of `pid` (system: the kernel's work for it, such as the
+    loopback TCP path of every socket write)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def rss_mib(pid: int) -> float:
@@ -236,6 +237,7 @@ class FleetResult:
     early_ms: float = 0.0
     late_ms: float = 0.0
     cpu_s: float = 0.0
+    system_s: float = 0.0
     wall_s: float = 0.0
     rss_mib: float = 0.0
 
@@ -249,7 +251,8 @@ class FleetResult:
             f"max {ordered[-1]:7.1f}  (first quarter {self.early_ms:.1f}, last {self.late_ms:.1f})"
             f"\n        frames {self.delivered}/{self.offered} lost {self.lost}"
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
-            f"server CPU {per_frame:6.1f} us/frame, {self.cpu_s / self.wall_s:5.1%} of a core, "
+            f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
+            f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
             f"RSS {self.rss_mib:.0f} MiB"
         )
 
@@ -300,10 +303,12 @@ async def fleet(
         pool = spawn_workers(server, paths, workers, timeout=seconds * 3 + 60)
         if profile is not None:
             os.kill(pid, signal.SIGUSR1)
-        cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
+        (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         latencies, counts, result.incomplete = await asyncio.to_thread(collect, pool)
-        result.cpu_s, result.wall_s = cpu_seconds(pid) - cpu0, time.perf_counter() - wall0
+        user, system = cpu_split(pid)
+        result.wall_s = time.perf_counter() - wall0
+        result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
         if profile is not None:
             await stop_profile(pid, profile)
         result.rss_mib = rss_mib(pid)

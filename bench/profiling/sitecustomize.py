@@ -6,7 +6,8 @@ measured window only, not start-up.
 Two profilers (C2_BENCH_PROFILER):
 - `sample` (default): a thread samples the Python stacks of the event loop's thread and the
   store's writer every 4 ms. Cheap (its own CPU is reported apart), so batching and latency
-  stay close to a plain run; each sample counts for the
+  stay close to a plain run (the GIL switch interval is shortened meanwhile, so short
+  bursts of work are sampled in proportion, not only long ones); each sample counts for the
   function on top (self) and for every function on the stack (inclusive); time in C (a
   socket write, a commit, JSON) counts for the Python function that called it. An idle
   thread is sampled too: its top frame is where it waits (the loop's run, the writer's get).
@@ -37,6 +38,7 @@ _self: collections.Counter[tuple[str, str]] = collections.Counter()
 _incl: collections.Counter[tuple[str, str]] = collections.Counter()
 _samples: collections.Counter[str] = collections.Counter()
 _cpu0: dict[str, float] = {}
+_switch = [0.005]
 
 
 def _gc_timer(phase: str, info: dict[str, int]) -> None:
@@ -116,6 +118,11 @@ def _start(_signum: int, _frame: object) -> None:
     _incl.clear()
     _samples.clear()
     _stop.clear()
+    # A busy thread holds the GIL until the switch interval (5 ms) asks it to let go, so
+    # bursts shorter than that (one agent line, one stream's write) would almost never be
+    # sampled, and idle waits always. A short interval makes samples land in proportion.
+    _switch[0] = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
     _sampler = threading.Thread(target=_sample_loop, args=(0.004,), daemon=True)
     _sampler.start()
 
@@ -139,6 +146,7 @@ def _stop_profile(_signum: int, _frame: object) -> None:
         _stop.set()
         if _sampler is not None:
             _sampler.join()
+        sys.setswitchinterval(_switch[0])
         for thread, count in _samples.most_common():
             lines.append(f"\n== thread {thread}: {count} samples; self, then inclusive ==")
             mine = [(w, c) for (t, w), c in _self.items() if t == thread]
