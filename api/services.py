@@ -68,6 +68,7 @@ class Services:
             database_url=settings.database_url,
             engine=lambda store, bus: engine_factory(store, bus, settings),
             store_retry_seconds=settings.store_retry_seconds,
+            commit_interval=settings.commit_interval_ms / 1000,
             pairing_ttl=timedelta(seconds=settings.pairing_ttl_seconds),
             ticket_ttl=timedelta(seconds=settings.ticket_ttl_seconds),
             pair_attempts_per_minute=settings.pair_attempts_per_minute,

@@ -48,6 +48,9 @@ class Settings:
     auth_failures_per_minute: int = 30  # failed bearer/ticket checks per client address
     auth_failures_per_minute_total: int = 300  # the same, all addresses together
     store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
+    # -- throughput (issue 17) --
+    commit_interval_ms: float = 10.0  # streamed agent output is committed at most this often
+    stream_write_interval_ms: float = 10.0  # an event stream writes at most this often
     # -- notifications (issue 15) --
     webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
     vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
@@ -85,6 +88,8 @@ class Settings:
         max_connections = env.get("C2_MAX_CONNECTIONS")
         max_streams = env.get("C2_MAX_STREAMS_PER_DEVICE")
         store_retry = env.get("C2_STORE_RETRY_SECONDS")
+        commit_interval = env.get("C2_COMMIT_INTERVAL_MS")
+        write_interval = env.get("C2_STREAM_WRITE_INTERVAL_MS")
         backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
         lease = env.get("C2_CLUSTER_LEASE_SECONDS")
         return cls(
@@ -104,6 +109,16 @@ class Settings:
                 max(1, int(max_streams)) if max_streams else cls.max_streams_per_device
             ),
             store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
+            commit_interval_ms=(
+                min(100.0, max(0.0, float(commit_interval)))
+                if commit_interval
+                else cls.commit_interval_ms
+            ),
+            stream_write_interval_ms=(
+                min(100.0, max(0.0, float(write_interval)))
+                if write_interval
+                else cls.stream_write_interval_ms
+            ),
             webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
             vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
             cluster=cluster or env.get("C2_CLUSTER", "").strip().lower() in _TRUE,

@@ -13,6 +13,7 @@ after the fleet: the bare-reader ceiling (one agent flat out into a reader that 
 lines) beside c2 flat out with 10 clients, as a ratio.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
+[--no-ceiling] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import argparse
 import asyncio
 import json
 import os
+import pstats
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,15 +42,18 @@ TARGETS = (
     "< 15 us server CPU per delivered frame; flat out with 10 clients >= 80% of the bare reader"
 )
 TICKS = os.sysconf("SC_CLK_TCK")
+REPO = Path(__file__).resolve().parent.parent
+PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py starts yappi in the server
 
 
 # -- the server process as the kernel sees it ----------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of `pid` itself (its threads included, its agents not)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of `pid` (system: the kernel's work for it, such as the
+    loopback TCP path of every socket write)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
 def rss_mib(pid: int) -> float:
@@ -231,6 +237,7 @@ class FleetResult:
     early_ms: float = 0.0
     late_ms: float = 0.0
     cpu_s: float = 0.0
+    system_s: float = 0.0
     wall_s: float = 0.0
     rss_mib: float = 0.0
 
@@ -244,7 +251,8 @@ class FleetResult:
             f"max {ordered[-1]:7.1f}  (first quarter {self.early_ms:.1f}, last {self.late_ms:.1f})"
             f"\n        frames {self.delivered}/{self.offered} lost {self.lost}"
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
-            f"server CPU {per_frame:6.1f} us/frame, {self.cpu_s / self.wall_s:5.1%} of a core, "
+            f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
+            f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
             f"RSS {self.rss_mib:.0f} MiB"
         )
 
@@ -279,6 +287,7 @@ async def fleet(
     seconds: float,
     clients: int,
     workers: int,
+    profile: Path | None = None,
 ) -> FleetResult:
     assert server.proc is not None
     pid = server.proc.pid
@@ -292,10 +301,16 @@ async def fleet(
         chunks = int(rate * seconds)
         paths = [("/v1/events", sessions)] * clients + [(f"/v1/events?session={s}", 1) for s in ids]
         pool = spawn_workers(server, paths, workers, timeout=seconds * 3 + 60)
-        cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
+        if profile is not None:
+            os.kill(pid, signal.SIGUSR1)
+        (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         latencies, counts, result.incomplete = await asyncio.to_thread(collect, pool)
-        result.cpu_s, result.wall_s = cpu_seconds(pid) - cpu0, time.perf_counter() - wall0
+        user, system = cpu_split(pid)
+        result.wall_s = time.perf_counter() - wall0
+        result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
+        if profile is not None:
+            await stop_profile(pid, profile)
         result.rss_mib = rss_mib(pid)
         result.offered = chunks * sessions * (clients + 1)
         result.delivered = sum(counts)
@@ -310,6 +325,18 @@ async def fleet(
     finally:
         await http.aclose()
     return result
+
+
+async def stop_profile(pid: int, profile: Path) -> None:
+    """Stop the server's profiler (bench/profiling) and wait until it wrote its stats."""
+    done = Path(f"{profile}.done")
+    done.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 60
+    while not done.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server's profile was not written")
+        await asyncio.sleep(0.2)
 
 
 async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> float:
@@ -339,6 +366,15 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=10, help="global-stream clients")
     parser.add_argument("--workers", type=int, default=2, help="client processes")
     parser.add_argument("--ceiling-chunks", type=int, default=20000)
+    parser.add_argument(
+        "--no-ceiling", action="store_true", help="skip the flat-out runs (quick fleet figures)"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="profile the server during the (last) fleet run (bench/profiling: a stack sampler, "
+        "or yappi with C2_BENCH_PROFILER=yappi) and write the report to FILE; printed at the end",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]
     print(TARGETS)
@@ -349,24 +385,48 @@ async def main() -> None:
             "C2_MAX_LIVE_AGENTS": str(max(sizes) + 8),
             "C2_MAX_STREAMS_PER_DEVICE": str(max(sizes) + args.clients + 8),
         }
+        if args.profile:
+            profile = Path(args.profile).resolve()
+            env["C2_BENCH_PROFILE"] = str(profile)
+            env["PYTHONPATH"] = os.pathsep.join((str(PROFILING), str(REPO)))
         server = C2Process(Path(tmp) / "home", env=env)
         server.start()
         try:
-            bare = await bare_reader_rate(args.ceiling_chunks, cwd)
-            c2 = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
-            bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
-            ceiling = (bare + bare_after) / 2
-            print(
-                f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s (before/after), "
-                f"c2 to {args.clients} clients {c2:.0f} chunks/s = {c2 / ceiling:.0%}"
-            )
+            if not args.no_ceiling:
+                bare = await bare_reader_rate(args.ceiling_chunks, cwd)
+                c2 = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
+                bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
+                ceiling = (bare + bare_after) / 2
+                print(
+                    f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s "
+                    f"(before/after), c2 to {args.clients} clients {c2:.0f} chunks/s "
+                    f"= {c2 / ceiling:.0%}"
+                )
             for size in sizes:
                 result = await fleet(
-                    server, cwd, size, args.rate, args.seconds, args.clients, args.workers
+                    server,
+                    cwd,
+                    size,
+                    args.rate,
+                    args.seconds,
+                    args.clients,
+                    args.workers,
+                    Path(args.profile).resolve() if args.profile else None,
                 )
-                print(result.line(), flush=True)
+                print(f"{result.line()}  (load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             server.stop()
+    if args.profile:
+        print_profile(Path(args.profile).resolve())
+
+
+def print_profile(path: Path, top: int = 30) -> None:
+    """The server's profile: per thread the top functions by own time, then inclusive."""
+    print(path.read_text())
+    if Path(f"{path}.pstat").exists():
+        stats = pstats.Stats(f"{path}.pstat")
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@ permission requests are decided by policy or parked until a client answers.
 
 Each update's row and event commit in one transaction before any client sees the event
 (docs/protocol.md: transcript_seq). Writes are queued without waiting so a fast agent is never paced
-by fsync; the writer commits them in order and in groups. An update the store cannot commit
-fails its turn: later updates are dropped, the agent is asked to cancel, and the turn ends
-`failed` with a terminal error naming the cause (never a silent gap in the transcript).
+by fsync; the writer commits them in order and in groups. The updates that arrive together
+(one read from the agent's pipe) are one write job: one hand-off to the writer and one
+completion back, not one per chunk. An update the store cannot commit fails its turn: later
+updates are dropped, the agent is asked to cancel, and the turn ends `failed` with a terminal
+error naming the cause (never a silent gap in the transcript).
 
 Slightly over ~300 lines: updates and permission parking share the write queue, whose order
 (updates flushed before a park) is the point.
@@ -18,7 +20,8 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from c2.core.acp_sessions import effective_models, mode_option, model_option
@@ -59,15 +62,17 @@ from c2.core.protocol.state import (
     ToolCallPart,
 )
 from c2.core.store.database import Store, UnitOfWork
-from c2.core.store.faults import describe
+from c2.core.store.faults import StepsLostError, describe
 
 if TYPE_CHECKING:
     from c2.core.live import LiveSession
     from c2.core.usage import UsageLedger, UsageStep
 
 log = logging.getLogger(__name__)
-# Queued-but-uncommitted updates per session before the reader waits for the writer.
+# Queued-but-uncommitted write jobs per session before the reader waits for the writer.
 MAX_IN_FLIGHT = 128
+# Updates in one write job at most; a longer burst is split.
+MAX_GROUP = 64
 # One update's write, run by the store's writer thread in the update's transaction.
 Write = Callable[[UnitOfWork], None]
 
@@ -88,6 +93,7 @@ class AgentFeed:
         self._store = store
         self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
         self._in_flight: deque[asyncio.Future[None]] = deque()
+        self._group: WriteGroup | None = None  # updates not yet handed to the writer
         self._lost: LostWrites | None = None  # this turn's updates that could not be committed
         self._cancels: set[asyncio.Task[None]] = set()
         self._detached = False
@@ -107,9 +113,7 @@ class AgentFeed:
         if step is None:
             return
         write, ledger = step
-        future = await self._queue(write)
-        if ledger is not None and future is not None:
-            future.add_done_callback(ledger.committed)  # acts on a budget crossing
+        await self._queue(write, ledger)
 
     def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
         """The write recording `update` (and the usage ledger's step riding on it), applying
@@ -226,26 +230,46 @@ class AgentFeed:
 
         return write
 
-    async def _queue(self, write: Write) -> asyncio.Future[None] | None:
+    async def _queue(self, write: Write, ledger: UsageStep | None = None) -> None:
+        """Add `write` to the group going to the writer once this loop iteration's updates
+        are in (or at MAX_GROUP); waits only while MAX_IN_FLIGHT groups are uncommitted."""
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
-            return None
-        future = self._store.submit(write)
-        future.add_done_callback(self._written)
-        self._in_flight.append(future)
+            return
+        group = self._group
+        if group is None:
+            group = self._group = WriteGroup()
+            asyncio.get_running_loop().call_soon(self._submit, group)
+        group.writes.append(write)
+        if ledger is not None:
+            group.committed.append(ledger.committed)  # acts on a budget crossing
+        if len(group.writes) >= MAX_GROUP:
+            self._submit(group)
         while self._in_flight and self._in_flight[0].done():
             self._in_flight.popleft()
         if len(self._in_flight) > MAX_IN_FLIGHT:
             await asyncio.wait([self._in_flight[-1]])
-        return future
 
-    def _written(self, future: asyncio.Future[None]) -> None:
+    def _submit(self, group: WriteGroup) -> None:
+        """Hand `group` to the writer as one paced job (once; later calls do nothing)."""
+        if group is not self._group:
+            return
+        self._group = None
+        future = self._store.submit_steps(group.writes, paced=True)
+        future.add_done_callback(partial(self._written, len(group.writes)))
+        for committed in group.committed:
+            future.add_done_callback(committed)
+        self._in_flight.append(future)
+
+    def _written(self, updates: int, future: asyncio.Future[None]) -> None:
         if future.cancelled() or (exc := future.exception()) is None:
             return
+        if isinstance(exc, StepsLostError):
+            updates = exc.failed  # the group's other updates were committed
         if self._lost is not None:
-            self._lost.count += 1
+            self._lost.count += updates
             return
-        self._lost = LostWrites(cause=describe(exc))
+        self._lost = LostWrites(cause=describe(exc), count=updates)
         log.error("agent update of %s was not persisted; failing its turn: %s", self._live.id, exc)
         live = self._live
         if live.agent is not None and live.acp_session_id is not None:
@@ -256,6 +280,8 @@ class AgentFeed:
 
     async def flush(self) -> None:
         """Wait until every queued update is committed (before the turn's closing events)."""
+        if self._group is not None:
+            self._submit(self._group)
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
             self._in_flight.clear()
@@ -373,6 +399,14 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 session=sid, entries=entries, transcript_seq=seq
             )
     return None
+
+
+@dataclass
+class WriteGroup:
+    """Updates queued together: one write job, and what to tell once it committed."""
+
+    writes: list[Write] = field(default_factory=list)
+    committed: list[Callable[[asyncio.Future[None]], None]] = field(default_factory=list)
 
 
 @dataclass

@@ -28,40 +28,57 @@ class Subscription:
     lagged: bool = False
     closed: bool = False
     _pending: deque[CommittedEvent] = field(default_factory=deque)
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # The reader's wait in progress: resolved True by a push or a close, False by its timer.
+    _waiter: asyncio.Future[bool] | None = None
 
     def push(self, events: list[CommittedEvent]) -> None:
-        """Queue `events` (already in sequence order) that this stream should see."""
-        if self.closed or self.lagged:
-            return
+        """Queue `events` (in sequence order, of every session) that this stream should see."""
         if self.session is not None:
             events = [ev for ev in events if ev.session == self.session]
-            if not events:
-                return
+        if events:
+            self.push_own(events)
+
+    def push_own(self, events: list[CommittedEvent]) -> None:
+        """Queue `events` (in sequence order), already only those this stream should see."""
+        if self.closed or self.lagged:
+            return
         if len(self._pending) + len(events) > self.backlog:
             # Drop the backlog rather than grow it: the stream re-reads from the log.
             self._pending.clear()
             self.lagged = True
         else:
             self._pending.extend(events)
-        self._wake.set()
+        self._wake()
 
     def close(self) -> None:
         """End the stream: it takes nothing more and its reader wakes to see it closed."""
         self.closed = True
         self._pending.clear()
-        self._wake.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
 
     async def wait(self, timeout: float | None = None) -> bool:
-        """Wait until events, a lag or a close are pending; False on timeout."""
+        """Wait until events, a lag or a close are pending; False on timeout.
+
+        A bare future and one timer per wait: this runs once per batch per stream, and
+        `asyncio.wait_for` (a task, an event and their callbacks) was a visible share of a
+        stream's CPU (bench/fleet.py)."""
         if self._pending or self.lagged or self.closed:
             return True
-        self._wake.clear()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiter = waiter
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     def take(self) -> tuple[list[CommittedEvent], bool]:
         """Pending events and whether the stream lagged (then it must catch up from the log).
@@ -73,6 +90,11 @@ class Subscription:
         self._pending.clear()
         lagged, self.lagged = self.lagged, False
         return events, lagged
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 class EventBus:
@@ -101,8 +123,18 @@ class EventBus:
     def publish(self, events: list[CommittedEvent]) -> None:
         """Fan `events` (one commit batch, in sequence order) out to every live stream."""
         self.recent.extend(events)  # first: a stream woken by this batch may read the ring
+        by_session: dict[str | None, list[CommittedEvent]] | None = None
         for sub in tuple(self._subs):
-            sub.push(events)
+            if sub.session is None:
+                sub.push_own(events)
+                continue
+            if by_session is None:  # split once per batch, not once per session stream
+                by_session = {}
+                for ev in events:
+                    by_session.setdefault(ev.session, []).append(ev)
+            own = by_session.get(sub.session)
+            if own:
+                sub.push_own(own)
 
     def close_device(self, device_id: str) -> int:
         """End every stream opened by `device_id` (revoked); returns how many were closed."""

@@ -1,11 +1,13 @@
 """What an event stream reads from the durable log (docs/api.md §6): the welcome snapshot (the
 first page of the session list) with the log position it reflects, whether a resume position
 can be replayed (else a resync), and the events after a position, in batches (from the ring of
-recent events while it reaches back that far, else from the log), and each event's shared
-frame. api/stream.py orders and sends them.
+recent events while it reaches back that far, else from the log), and events' shared
+frames. api/stream.py orders and sends them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from c2.core.errors import DomainError, StoreUnavailableError
 from c2.core.event_ring import EventRing
@@ -69,6 +71,6 @@ class EventFeed:
             lambda r: r.events.after(seq, session=session, limit=REPLAY_BATCH)
         )
 
-    def frame(self, ev: CommittedEvent) -> bytes:
-        """`ev`'s SSE frame, shared by every stream while the ring holds it."""
-        return self._recent.frame(ev)
+    def frames(self, events: Sequence[CommittedEvent]) -> bytes:
+        """The SSE frames of `events`, joined (the ring's shared bytes where it holds them)."""
+        return self._recent.frames(events)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Sequence
 from itertools import islice
 
 from c2.core.store.events import CommittedEvent
@@ -74,6 +75,11 @@ class EventRing:
         """`ev`'s frame: the shared bytes while it is held, else encoded now."""
         frame = self._frames.get(ev.seq)
         return frame if frame is not None else event_frame(ev)
+
+    def frames(self, events: Sequence[CommittedEvent]) -> bytes:
+        """The frames of `events`, joined (one call per batch: this runs for every stream)."""
+        held = self._frames.get
+        return b"".join([held(ev.seq) or event_frame(ev) for ev in events])
 
     def after(self, seq: int, session: str | None, limit: int) -> list[CommittedEvent] | None:
         """Up to `limit` held events after `seq` (of one session, or all), oldest first; None

@@ -27,7 +27,7 @@ from c2.core.idempotent import IdempotentOps
 from c2.core.notify.push import PushService
 from c2.core.notify.webhooks import WebhookDispatcher, WebhookService
 from c2.core.search.service import SearchService
-from c2.core.store.database import Store
+from c2.core.store.database import COMMIT_INTERVAL, Store
 from c2.core.store.events import CommittedEvent
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class Runtime:
         database_url: str,
         engine: EngineBuilder,
         store_retry_seconds: float = 30.0,
+        commit_interval: float = COMMIT_INTERVAL,
         pairing_ttl: timedelta = timedelta(minutes=15),
         ticket_ttl: timedelta = timedelta(minutes=5),
         pair_attempts_per_minute: int = 10,
@@ -61,6 +62,7 @@ class Runtime:
             cluster=cluster is not None,
             instance_id=cluster.instance_id if cluster is not None else None,
             retry_seconds=store_retry_seconds,
+            commit_interval=commit_interval,
         )
         # A cluster's events reach the bus through the follower, in order (core/cluster/).
         self.follower: LogFollower | None = None

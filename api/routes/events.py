@@ -159,6 +159,7 @@ async def events(
         after=last_event_id if last_event_id is not None else after,
         backlog=settings.stream_backlog,
         ping=settings.ping_seconds,
+        write_interval=settings.stream_write_interval_ms / 1000,
         slots=slots,
         still_paired=partial(services.auth.is_paired, device.id),
     )

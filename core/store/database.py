@@ -44,7 +44,7 @@ from c2.core.store.events import (
     claim_sequences,
     notify_position,
 )
-from c2.core.store.faults import StoreWriteError, describe, is_transient
+from c2.core.store.faults import StepsLostError, StoreWriteError, describe, is_transient
 from c2.core.store.idempotency import CURRENT_OP, IdempotencyRepository, OpRecord, Reply
 from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
@@ -65,6 +65,11 @@ RETRY_BACKOFF = (0.05, 1.0)
 SQLITE_WRITER_BUSY_MS = 1000
 # A batch not committed after this long means the store cannot commit (readiness says so).
 STALL_SECONDS = 3.0
+# Paced writes (streamed agent output) start a transaction at most this often (seconds): the
+# jobs that arrive meanwhile join it. Each commit is a transaction, a publication to every live
+# stream and so a wake-up of each of them; fewer, larger batches cut all three
+# (bench/fleet.py). Other writes (an op awaiting its write) are never held back.
+COMMIT_INTERVAL = 0.010
 
 
 class UnitOfWork:
@@ -150,6 +155,51 @@ class _Job(Generic[T]):
     uow: UnitOfWork | None = None
     op: OpRecord | None = None  # the op in flight that submitted it (UnitOfWork.answer)
     fenced: bool = True  # commits only while the store's fence holds (see Store.fence)
+    paced: bool = False  # may wait for the commit interval (see Store.submit)
+    # A job of several writes (Store.submit_steps): `fn` runs them all in one unit of work;
+    # replayed after a failure as one job per step. None: a single write.
+    steps: list[Callable[[UnitOfWork], Any]] | None = None
+    group: _StepGroup | None = None  # a step replayed alone: settles its job's future
+
+    def split(self) -> list[_Job[Any]]:
+        """This job as one job per step (each in its own transaction); itself if single."""
+        if self.steps is None:
+            return [self]
+        group = _StepGroup(self.future, len(self.steps))
+        return [
+            _Job(
+                fn=step,
+                loop=self.loop,
+                future=self.future,
+                deadline=self.deadline,
+                op=self.op,
+                fenced=self.fenced,
+                group=group,
+            )
+            for step in self.steps
+        ]
+
+
+@dataclass(eq=False)
+class _StepGroup:
+    """The steps of one job replayed apart: its future settles once every step did, failing
+    with StepsLostError when any step failed."""
+
+    future: asyncio.Future[Any]
+    remaining: int
+    failed: int = 0
+    error: BaseException | None = None
+
+    def settle(self, error: BaseException | None) -> None:
+        self.remaining -= 1
+        if error is not None:
+            self.failed += 1
+            self.error = self.error or error
+        if self.remaining == 0 and not self.future.done():
+            if self.error is not None:
+                self.future.set_exception(StepsLostError(self.failed, self.error))
+            else:
+                self.future.set_result(None)
 
 
 Publisher = Callable[[list[CommittedEvent]], None]
@@ -211,6 +261,7 @@ class Store:
         cluster: bool = False,
         instance_id: str | None = None,
         retry_seconds: float = WRITE_RETRY_SECONDS,
+        commit_interval: float = COMMIT_INTERVAL,
     ) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "other"
@@ -223,6 +274,8 @@ class Store:
         # creates and the agents it spawns. None when not clustered.
         self.instance_id = instance_id
         self.retry_seconds = retry_seconds
+        self.commit_interval = max(0.0, commit_interval)
+        self._last_commit = -math.inf  # monotonic start of the last batch (commit_interval)
         self._writer_engine = _make_engine(url, writer=True)
         self._reader_engine = _make_engine(url, writer=False)
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
@@ -318,13 +371,43 @@ class Store:
         patient: bool = False,
         retry_seconds: float | None = None,
         fenced: bool = True,
+        paced: bool = False,
     ) -> asyncio.Future[T]:
         """Queue `fn` for the writer without waiting. Jobs commit and publish in submission
         order, so a producer may stream writes and await only the last one (group commit).
+        A `paced` job (a stream of many small writes nobody awaits one by one) may wait until
+        `commit_interval` after the previous transaction began, so the writes that arrive
+        meanwhile share its transaction; a job that is not paced ends that wait.
 
         A write the database cannot take is retried for `retry_seconds` (the store's unless
         given), then fails with StoreWriteError; a `patient` write is retried until the
         store closes (a state that must land, such as the end of a turn)."""
+        return self._enqueue(fn, None, patient, retry_seconds, fenced, paced)
+
+    def submit_steps(
+        self, steps: list[Callable[[UnitOfWork], Any]], *, paced: bool = False
+    ) -> asyncio.Future[None]:
+        """Queue `steps` as one job: run in order in one unit of work (one hand-off to the
+        writer and one completion, for a burst of small writes). Should one of them fail on
+        its own (not the database's trouble), each step is replayed in its own transaction
+        like separate jobs, so only the failing step is lost; the future then fails with
+        StepsLostError (how many, and the first cause)."""
+
+        def run_all(uow: UnitOfWork) -> None:
+            for step in steps:
+                step(uow)
+
+        return self._enqueue(run_all, steps if len(steps) > 1 else None, False, None, True, paced)
+
+    def _enqueue(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        steps: list[Callable[[UnitOfWork], Any]] | None,
+        patient: bool,
+        retry_seconds: float | None,
+        fenced: bool,
+        paced: bool,
+    ) -> asyncio.Future[T]:
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         if not self._writer.is_alive():
@@ -336,7 +419,14 @@ class Store:
         if op is not None and not op.carried_by_current_task():
             op = None
         job: _Job[T] = _Job(
-            fn=fn, loop=loop, future=loop.create_future(), deadline=deadline, op=op, fenced=fenced
+            fn=fn,
+            loop=loop,
+            future=loop.create_future(),
+            deadline=deadline,
+            op=op,
+            fenced=fenced,
+            paced=paced,
+            steps=steps,
         )
         self._jobs.put(job)
         return job.future
@@ -388,17 +478,8 @@ class Store:
                     continue
                 if first is None:
                     return
-                batch: list[_Job[Any]] = [first]
-                stop = False
-                while len(batch) < MAX_GROUP:
-                    try:
-                        nxt = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        stop = True
-                        break
-                    batch.append(nxt)
+                batch, stop = self._gather(first)
+                self._last_commit = time.monotonic()
                 conn = self._commit(conn, batch)
                 if stop:
                     return
@@ -406,6 +487,27 @@ class Store:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
+
+    def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
+        """`first` and the jobs queued behind it, up to MAX_GROUP, and whether the store is
+        closing. While every job taken is paced, waits for more until `commit_interval` after
+        the last batch began."""
+        batch: list[_Job[Any]] = [first]
+        due = self._last_commit + self.commit_interval if first.paced else -math.inf
+        while len(batch) < MAX_GROUP:
+            remaining = due - time.monotonic()
+            try:
+                nxt = (
+                    self._jobs.get(timeout=remaining) if remaining > 0 else self._jobs.get_nowait()
+                )
+            except queue.Empty:
+                break
+            if nxt is None:
+                return batch, True
+            batch.append(nxt)
+            if not nxt.paced:
+                due = -math.inf  # someone awaits this one: commit now with what is queued
+        return batch, False
 
     def _commit(  # noqa: C901
         self, conn: Connection | None, batch: list[_Job[Any]]
@@ -476,11 +578,12 @@ class Store:
                             conn.invalidate()
                         conn = None
                     if not is_transient(exc):
-                        if len(pending) > 1:
-                            # A write's own failure: replay one job per transaction so only
-                            # the failing job reports it.
+                        if len(pending) > 1 or pending[0].steps is not None:
+                            # A write's own failure: replay one job (one step of a job of
+                            # several) per transaction so only the failing one reports it.
                             for job in pending:
-                                conn = self._commit(conn, [job])
+                                for one in job.split():
+                                    conn = self._commit(conn, [one])
                             return conn
                         self._fail(pending, exc)
                         return conn
@@ -598,6 +701,9 @@ class Store:
         if committed and self._publish is not None:
             self._publish(committed)
         for job in jobs:
+            if job.group is not None:
+                job.group.settle(job.error)
+                continue
             if job.future.done():
                 continue
             if job.error is not None:

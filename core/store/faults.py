@@ -19,6 +19,15 @@ class StoreWriteError(Exception):
     another c2 for longer than the write could wait, or the store was closing."""
 
 
+class StepsLostError(Exception):
+    """Some steps of a job of several (Store.submit_steps) failed on their own; the others
+    committed. `cause` is the first failure."""
+
+    def __init__(self, failed: int, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.failed, self.cause = failed, cause
+
+
 def is_transient(exc: BaseException) -> bool:
     """The failure may go away with time or a new connection (retry), else it is the write's."""
     if isinstance(exc, OwnershipError | StoreWriteError):
@@ -34,6 +43,8 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe(exc: BaseException) -> str:
     """One line naming the cause, without SQL or parameters (they can be long or secret)."""
+    if isinstance(exc, StepsLostError):
+        exc = exc.cause
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         kind, message = type(exc.orig).__name__, str(exc.orig)
     else:

@@ -46,6 +46,7 @@ from c2.core.session_list import SessionPage, decode_cursor, read_session_page
 from c2.core.store.database import MIGRATIONS, ReadUnit, Store, UnitOfWork
 from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
+from c2.core.store.faults import StepsLostError
 from c2.core.store.sessions import ActivityConflictError
 from tests.contract.pg import STORES, database_url_for
 
@@ -85,6 +86,54 @@ async def test_store_event_log_orders_concurrent_commits(store):
     replay = await db.read(lambda r: r.events.after(0, limit=1000))
     assert [ev.seq for ev in replay] == seqs
     assert [ev.payload for ev in replay] == [ev.payload for ev in published]
+
+
+async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_the_wait(
+    database_url: str,
+):
+    """Paced writes (streamed agent output) start a transaction at most once per commit
+    interval: those queued meanwhile join one transaction (one publication), in submission
+    order; a write that is not paced is never held back, and takes the paced ones with it."""
+    batches: list[list[CommittedEvent]] = []
+    db = Store(database_url, commit_interval=3600)  # only an unpaced write can end the wait
+    await asyncio.to_thread(db.migrate)
+    db.start(publish=batches.append)
+    try:
+        await db.write(lambda uow: uow.emit(_error("first")))
+        paced = [
+            db.submit(lambda uow, i=i: uow.emit(_error(f"m{i}")), paced=True) for i in range(5)
+        ]
+        await db.write(lambda uow: uow.emit(_error("op")))
+        await asyncio.gather(*paced)
+    finally:
+        await asyncio.to_thread(db.close)
+    assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
+        ["first"],
+        [*(f"m{i}" for i in range(5)), "op"],
+    ]
+
+
+async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itself(store):
+    """A job of several steps commits in one unit of work; when one step fails on its own,
+    the steps are replayed one per transaction: the others commit, in order, and the job
+    fails with StepsLostError counting the failed step."""
+    db, published = store
+
+    def note(message: str):
+        return lambda uow: uow.emit(_error(message))
+
+    def boom(uow: UnitOfWork) -> None:
+        uow.emit(_error("doomed"))
+        raise RuntimeError("boom")
+
+    await db.submit_steps([note("a"), note("b")])
+    with pytest.raises(StepsLostError) as lost:
+        await db.submit_steps([note("c"), boom, note("d")], paced=True)
+    assert lost.value.failed == 1
+    assert isinstance(lost.value.cause, RuntimeError)
+    assert [json.loads(ev.payload)["message"] for ev in published] == ["a", "b", "c", "d"]
+    stored = await db.read(lambda r: r.events.after(0, limit=10))
+    assert [ev.seq for ev in stored] == [ev.seq for ev in published]
 
 
 async def test_store_event_log_after_filters_and_pages(store):

@@ -42,4 +42,5 @@ def test_ring_is_bounded_by_bytes_and_shares_frames():
     assert len(ring) == 2 and ring.size_bytes <= 2500
     assert ring.frame(big[2]) is ring.frame(big[2])
     assert ring.frame(big[0]) == event_frame(big[0])
+    assert ring.frames(big) == b"".join(map(event_frame, big))  # evicted or held alike
     assert ring.after(0, None, 10) is None and ring.after(1, None, 10) == big[1:]

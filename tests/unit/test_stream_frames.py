@@ -1,12 +1,16 @@
-"""SSE frame building (api/stream.py) and the resume decision (core/event_feed.py), without a
-server."""
+"""SSE frame building (api/stream.py), the resume decision (core/event_feed.py) and a
+stream's write pacing, without a server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from c2.api.stream import data_frame, event_frame
-from c2.core.event_feed import resync_reason
+from c2.api.stream import EventStream, StreamSlots, data_frame, event_frame
+from c2.core.bus import EventBus
+from c2.core.event_feed import EventFeed, resync_reason
+from c2.core.event_ring import EventRing
+from c2.core.session_list import SessionPage
 from c2.core.store.events import CommittedEvent, LogBounds
 
 
@@ -34,3 +38,66 @@ def test_resync_reason_only_outside_the_retained_log():
     assert "ahead" in (resync_reason(21, bounds) or "")
     assert resync_reason(0, LogBounds(first=None, last=0)) is None
     assert resync_reason(5, LogBounds(first=None, last=0)) is not None
+
+
+class _RingOnlyFeed(EventFeed):
+    """The stream's reads without a database: an empty welcome at position 0, and replays
+    from the ring only."""
+
+    def __init__(self, ring: EventRing) -> None:
+        self._recent = ring
+        self.replay_reads = self.log_reads = 0
+
+    async def welcome(self, session: str | None = None) -> tuple[SessionPage, int]:
+        return SessionPage([], None), 0
+
+
+def _stream(bus: EventBus, write_interval: float) -> EventStream:
+    async def paired() -> bool:
+        return True
+
+    return EventStream(
+        feed=_RingOnlyFeed(bus.recent),
+        bus=bus,
+        device_id="d",
+        session=None,
+        after=None,
+        backlog=100,
+        ping=60,
+        slots=StreamSlots(4),
+        still_paired=paired,
+        write_interval=write_interval,
+    )
+
+
+def _event(seq: int) -> CommittedEvent:
+    return CommittedEvent(seq=seq, session="s", payload=f'{{"n":{seq}}}')
+
+
+async def test_stream_writes_what_is_published_within_its_write_interval_with_the_next_write():
+    """The first event after a quiet spell goes out at once; one woken within the write
+    interval after a write waits for it, and what is published meanwhile joins that write."""
+    bus = EventBus()
+    frames = _stream(bus, write_interval=0.2).frames()
+    assert b'"kind":"sessions"' in await anext(frames)
+    bus.publish([_event(1)])
+    assert await anext(frames) == event_frame(_event(1))
+    following = asyncio.ensure_future(anext(frames))
+    bus.publish([_event(2)])
+    for _ in range(5):  # let the stream wake and start holding its write
+        await asyncio.sleep(0)
+    assert not following.done()
+    bus.publish([_event(3)])
+    assert await following == event_frame(_event(2)) + event_frame(_event(3))
+    await frames.aclose()
+    assert bus.subscriber_count == 0
+
+
+async def test_stream_without_a_write_interval_writes_each_wake():
+    bus = EventBus()
+    frames = _stream(bus, write_interval=0).frames()
+    await anext(frames)
+    for seq in (1, 2):
+        bus.publish([_event(seq)])
+        assert await anext(frames) == event_frame(_event(seq))
+    await frames.aclose()

@@ -1,0 +1,54 @@
+"""The bus (core/bus.py): who gets which events of a batch, the backlog bound, the wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+from c2.core.bus import EventBus
+from c2.core.store.events import CommittedEvent
+
+
+def _batch(*sessions: str | None) -> list[CommittedEvent]:
+    return [
+        CommittedEvent(seq=seq, session=session, payload="{}")
+        for seq, session in enumerate(sessions, start=1)
+    ]
+
+
+def test_a_batch_reaches_every_global_stream_and_each_session_stream_its_own_events():
+    bus = EventBus()
+    everything = bus.subscribe()
+    a, b, c = bus.subscribe(session="a"), bus.subscribe(session="b"), bus.subscribe(session="c")
+    bus.publish(_batch("a", "b", None, "a"))
+    assert [ev.seq for ev in everything.take()[0]] == [1, 2, 3, 4]
+    assert [ev.seq for ev in a.take()[0]] == [1, 4]
+    assert [ev.seq for ev in b.take()[0]] == [2]
+    assert c.take() == ([], False)
+
+
+def test_a_stream_past_its_backlog_is_marked_lagged_and_keeps_nothing():
+    bus = EventBus()
+    sub = bus.subscribe(session="a", backlog=2)
+    bus.publish(_batch("a", "a", "a"))
+    assert sub.take() == ([], True)
+    bus.publish(_batch("a"))
+    assert [ev.seq for ev in sub.take()[0]] == [1]  # after the catch-up it is fed again
+
+
+async def test_wait_wakes_on_a_batch_or_a_close_and_times_out_otherwise():
+    bus = EventBus()
+    sub = bus.subscribe(session="a")
+    assert await sub.wait(0) is False
+    waiting = asyncio.ensure_future(sub.wait(60))
+    await asyncio.sleep(0)
+    bus.publish(_batch("b"))  # not this stream's
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    bus.publish(_batch("a"))
+    assert await waiting is True
+    sub.take()
+    waiting = asyncio.ensure_future(sub.wait(60))
+    await asyncio.sleep(0)
+    assert bus.close_device("nobody") == 0
+    bus.close_all()
+    assert await waiting is True and sub.closed
