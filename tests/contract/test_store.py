@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -100,9 +100,11 @@ async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_
     db.start(publish=batches.append)
     try:
         await db.write(lambda uow: uow.emit(_error("first")))
-        paced = [
-            db.submit(lambda uow, i=i: uow.emit(_error(f"m{i}")), paced=True) for i in range(5)
-        ]
+
+        def emit_error(text: str) -> Callable[[UnitOfWork], None]:
+            return lambda uow: uow.emit(_error(text))
+
+        paced = [db.submit(emit_error(f"m{i}"), paced=True) for i in range(5)]
         await db.write(lambda uow: uow.emit(_error("op")))
         await asyncio.gather(*paced)
     finally:
