@@ -9,10 +9,10 @@ prints medians and maxima over several rounds. Usage: `python -m bench.checkpoin
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -62,9 +62,12 @@ def checkpoint(ws: Workspace, ref: str) -> str:
 
 
 def main() -> None:
-    files = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    changed = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("files", type=int, nargs="?", default=10_000, help="files in the tree")
+    parser.add_argument("changed", type=int, nargs="?", default=100, help="files changed a turn")
+    parser.add_argument("rounds", type=int, nargs="?", default=7, help="turns")
+    args = parser.parse_args()
+    files, changed, rounds = args.files, args.changed, args.rounds
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
         root.mkdir()

@@ -56,6 +56,11 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of `pid` itself (its threads included, its agents not)."""
+    return sum(cpu_split(pid))
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
