@@ -86,7 +86,7 @@ class EventStream:
         self._backlog = backlog
         self.last = -1  # highest sequence sent (or covered by the welcome frame)
 
-    async def frames(self) -> AsyncIterator[bytes]:
+    async def frames(self) -> AsyncGenerator[bytes, None]:
         if not self._slots.open(self._device_id):
             return  # lost a race for the last slot after the route's check: end at once
         sub = self._bus.subscribe(
