@@ -284,6 +284,8 @@ class Store:
         self._writer_conn: Connection | None = None
         self._publish: Publisher | None = None
         self._closing = threading.Event()
+        # Set by a job that must not wait for the commit interval (see _gather).
+        self._urgent = threading.Event()
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
@@ -319,6 +321,7 @@ class Store:
         self._closing.set()
         if self._writer is not None:
             self._jobs.put(None)
+            self._urgent.set()
             self._writer.join(timeout=10)
             self._writer = None
         if self._writer_conn is not None:  # start() opened it but the thread never ran
@@ -429,6 +432,8 @@ class Store:
             steps=steps,
         )
         self._jobs.put(job)
+        if not paced:
+            self._urgent.set()  # ends the writer's wait for the commit interval
         return job.future
 
     async def ping_writer(self, timeout: float) -> None:
@@ -490,23 +495,25 @@ class Store:
 
     def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
         """`first` and the jobs queued behind it, up to MAX_GROUP, and whether the store is
-        closing. While every job taken is paced, waits for more until `commit_interval` after
-        the last batch began."""
+        closing. A paced `first` waits until `commit_interval` after the last batch began,
+        unless a job that is not paced arrives meanwhile."""
+        if first.paced:
+            remaining = self._last_commit + self.commit_interval - time.monotonic()
+            if remaining > 0:
+                # Sleep through the interval rather than wake for each paced job: every wake
+                # of this thread is a GIL hand-off with the event loop, and at one job per
+                # agent chunk those hand-offs cost more than the commits (bench/fleet.py).
+                self._urgent.wait(remaining)
+        self._urgent.clear()
         batch: list[_Job[Any]] = [first]
-        due = self._last_commit + self.commit_interval if first.paced else -math.inf
         while len(batch) < MAX_GROUP:
-            remaining = due - time.monotonic()
             try:
-                nxt = (
-                    self._jobs.get(timeout=remaining) if remaining > 0 else self._jobs.get_nowait()
-                )
+                nxt = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if nxt is None:
                 return batch, True
             batch.append(nxt)
-            if not nxt.paced:
-                due = -math.inf  # someone awaits this one: commit now with what is queued
         return batch, False
 
     def _commit(  # noqa: C901

@@ -74,6 +74,15 @@ def _error(message: str, session: str | None = None) -> ErrorEvent:
     return ErrorEvent(session=session, message=message, terminal=False)
 
 
+def _note(message: str) -> Callable[[UnitOfWork], None]:
+    """A write emitting one error event carrying `message`."""
+
+    def write(uow: UnitOfWork) -> None:
+        uow.emit(_error(message))
+
+    return write
+
+
 async def test_store_event_log_orders_concurrent_commits(store):
     """Concurrent writers get strictly increasing seqs, published in commit order."""
     db, published = store
@@ -99,13 +108,9 @@ async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_
     await asyncio.to_thread(db.migrate)
     db.start(publish=batches.append)
     try:
-        await db.write(lambda uow: uow.emit(_error("first")))
-
-        def emit_error(text: str) -> Callable[[UnitOfWork], None]:
-            return lambda uow: uow.emit(_error(text))
-
-        paced = [db.submit(emit_error(f"m{i}"), paced=True) for i in range(5)]
-        await db.write(lambda uow: uow.emit(_error("op")))
+        await db.write(_note("first"))
+        paced = [db.submit(_note(f"m{i}"), paced=True) for i in range(5)]
+        await db.write(_note("op"))
         await asyncio.gather(*paced)
     finally:
         await asyncio.to_thread(db.close)
@@ -121,16 +126,13 @@ async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itsel
     fails with StepsLostError counting the failed step."""
     db, published = store
 
-    def note(message: str):
-        return lambda uow: uow.emit(_error(message))
-
     def boom(uow: UnitOfWork) -> None:
         uow.emit(_error("doomed"))
         raise RuntimeError("boom")
 
-    await db.submit_steps([note("a"), note("b")])
+    await db.submit_steps([_note("a"), _note("b")])
     with pytest.raises(StepsLostError) as lost:
-        await db.submit_steps([note("c"), boom, note("d")], paced=True)
+        await db.submit_steps([_note("c"), boom, _note("d")], paced=True)
     assert lost.value.failed == 1
     assert isinstance(lost.value.cause, RuntimeError)
     assert [json.loads(ev.payload)["message"] for ev in published] == ["a", "b", "c", "d"]
