@@ -15,16 +15,15 @@ Run: .venv/bin/python -m bench.pages [--sessions 100000] [--chunks 100000] [--re
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
 
 from bench.events import Server
+from bench.transcript import timed
 from c2.core.protocol.state import PromptPart, TextPart
 from c2.core.session import SessionRecord, utcnow
 from c2.core.session_list import DEFAULT_LIMIT
@@ -33,19 +32,6 @@ from c2.core.transcript import PAGE_BYTES
 
 SEED_BATCH = 2_000
 TARGET_LIST_MS = 10.0  # issue 17: first page p50 with 100,000 sessions
-
-
-def timed(fn: Callable[[], object], reads: int) -> tuple[float, float]:
-    """p50 and p99 of `fn` in ms over `reads` calls, after a warm-up."""
-    for _ in range(5):
-        fn()
-    samples = []
-    for _ in range(reads):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
 def seed_sessions(server: Server, count: int, already: int) -> None:

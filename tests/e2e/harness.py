@@ -67,6 +67,7 @@ class C2Process:
         self.proc: subprocess.Popen[bytes] | None = None
         self.agent_log = write_providers(home)
         self.bearer = ""
+        self.ready_seconds = 0.0
 
     @property
     def base_url(self) -> str:
@@ -79,7 +80,10 @@ class C2Process:
         env.update(self.extra_env)
         return env
 
-    def start(self) -> None:
+    def start(self, poll: float = 0.1) -> None:
+        """Run `c2 serve` and wait for /readyz (probed every `poll` s); `ready_seconds` is how
+        long that took from the exec (bench/startup.py reports it)."""
+        began = time.monotonic()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -103,9 +107,10 @@ class C2Process:
                     break
             if self.proc.poll() is not None:
                 raise RuntimeError(f"c2 serve exited with {self.proc.returncode}")
-            time.sleep(0.1)
+            time.sleep(poll)
         else:
             raise RuntimeError("c2 serve did not become ready")
+        self.ready_seconds = time.monotonic() - began
         if not self.bearer:
             self.bearer = self._pair()
 
