@@ -6,8 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
+from c2.core.store.tables import IdempotencyRow
 from tests.api.conftest import AppClient
 
 ECHO = {"custom": "echo"}
@@ -174,9 +175,17 @@ async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClien
     answer is 503 `store_unavailable` with Retry-After (retry with the same request_id)."""
     store = app_client.services.store
     await store.write(lambda uow: uow.conn.execute(text("DROP TABLE idempotency")))
-    resp = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
-    assert resp.status_code == 503, resp.text
-    assert resp.json()["code"] == "store_unavailable"
-    assert resp.headers["Retry-After"] == "1"
-    listed = (await app_client.http.get("/v1/sessions")).json()["sessions"]
-    assert listed == []
+    try:
+        resp = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
+        assert resp.status_code == 503, resp.text
+        assert resp.json()["code"] == "store_unavailable"
+        assert resp.headers["Retry-After"] == "1"
+        listed = (await app_client.http.get("/v1/sessions")).json()["sessions"]
+        assert listed == []
+    finally:
+        # Mend the store from the side, as an operator would: a write still queued behind the
+        # fault is then retried to success instead of holding shutdown for the whole retry window.
+        engine = create_engine(store.url)
+        with engine.begin() as conn:
+            IdempotencyRow.__table__.create(conn)  # type: ignore[attr-defined]
+        engine.dispose()
