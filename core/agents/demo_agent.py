@@ -23,6 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+import c2.core.agents.lean_sdk  # noqa: F401  (before the SDK: see there)
+
+# isort: split
 import acp
 from acp.exceptions import RequestError
 from acp.schema import (

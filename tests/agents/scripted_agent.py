@@ -36,6 +36,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import c2.core.agents.lean_sdk  # noqa: F401  (before the SDK: see there)
+
+# isort: split
 import acp
 from acp.exceptions import RequestError
 
