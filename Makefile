@@ -43,7 +43,10 @@ typecheck: $(STAMP)
 # marked serial run afterwards, alone (docs/decisions.md, "Test run time").
 TEST_WORKERS ?= 3
 
+# Compiled once up front: the tests start hundreds of c2 servers and agents, and with
+# PYTHONDONTWRITEBYTECODE set (as on CI) each of them would compile c2's sources again.
 test: lint typecheck $(NPM_STAMP) web browser
+	$(BIN)/python -m compileall -q c2 core api tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
 	$(BIN)/pytest -q -m serial
 
