@@ -205,6 +205,8 @@ class PushService:
 
     async def run(self) -> None:
         """Send pushes as events ask for them, until cancelled."""
+        # The client (its TLS context holds the whole CA bundle) only once there is a push.
+        await self._wake.wait()
         limits = httpx.Limits(max_connections=CONCURRENCY)
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=5.0),

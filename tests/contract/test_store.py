@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from functools import partial
@@ -43,7 +45,7 @@ from c2.core.protocol.values import (
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import SessionRecord, utcnow
 from c2.core.session_list import SessionPage, decode_cursor, read_session_page
-from c2.core.store.database import MIGRATIONS, ReadUnit, Store, UnitOfWork
+from c2.core.store.database import HEAD_REVISION, MIGRATIONS, ReadUnit, Store, UnitOfWork
 from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
 from c2.core.store.faults import StepsLostError
@@ -459,7 +461,23 @@ def test_store_migrations_are_idempotent(database_url: str):
             version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     finally:
         engine.dispose()
-    assert version == ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert version == ScriptDirectory(str(MIGRATIONS)).get_current_head() == HEAD_REVISION
+
+
+def test_store_at_head_starts_without_alembic(database_url: str):
+    """A database already at the head revision is not handed to Alembic: a server start on it
+    imports none of Alembic (HEAD_REVISION must follow each new migration)."""
+    store = Store(database_url)
+    store.migrate()  # in this process: the database is now at head
+    store.close()
+    probe = (
+        "import sys; from c2.core.store.database import Store; s = Store(sys.argv[1]); "
+        "s.migrate(); s.close(); print('alembic' in sys.modules)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe, database_url], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "False"
 
 
 async def test_store_transcript_rows_and_events_batch_consistently(store):
