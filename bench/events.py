@@ -9,6 +9,7 @@ Each client count runs twice: flat out (throughput; latency then includes queuei
 at --rate events/s (rate/5 for 100 clients) for commit → receipt latency under steady load.
 
 Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 200]
+[--write-interval-ms 10]
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ async def _client(port: int, bearer: str, streams: int, expect: int, hold: bool)
 
 
 class Server:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, write_interval_ms: float) -> None:
         # Every bench stream is one device's: lift the per-device stream cap (docs/security.md).
         settings = Settings(
             home=home,
@@ -115,6 +116,7 @@ class Server:
             port=0,
             stream_backlog=4096,
             max_streams_per_device=10_000,
+            stream_write_interval_ms=write_interval_ms,
         )
         self.app = create_app(settings)
         ready = threading.Event()
@@ -254,6 +256,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--idle", type=int, default=200)
     parser.add_argument("--rate", type=float, default=5000, help="paced rate for latency")
+    parser.add_argument(
+        "--write-interval-ms",
+        type=float,
+        default=Settings.stream_write_interval_ms,
+        help="C2_STREAM_WRITE_INTERVAL_MS: latency traded for fewer socket writes",
+    )
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bearer", default="", help=argparse.SUPPRESS)
@@ -265,7 +273,7 @@ def main() -> None:
         asyncio.run(_client(args.port, args.bearer, args.streams, args.expect, args.hold))
         return
     with tempfile.TemporaryDirectory(prefix="c2-bench-") as tmp:
-        server = Server(Path(tmp) / "home")
+        server = Server(Path(tmp) / "home", args.write_interval_ms)
         try:
             server.run(server.produce(1000))  # warm-up: connections, statements, page cache
             idle_memory(server, args.idle)
