@@ -3,14 +3,18 @@
 A test picks a port, then the server binds it; between the two another process could take it.
 Under pytest-xdist each worker therefore draws from a range of its own, below the kernel's
 ephemeral range (32768+), so two workers never pick the same port and outgoing connections
-never sit on one. A readiness probe could otherwise reach another worker's server.
+never sit on one. A readiness probe could otherwise reach another worker's server. Each
+process starts at a random place in its range, so two test runs on one machine (whose workers
+share the names gw0, gw1, ...) rarely reach for the same port at the same time.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
+from collections.abc import Iterator
 
 _FIRST = 10_000
 _SPAN = 2_000  # ports per worker: far more than one worker's tests start
@@ -21,8 +25,10 @@ def _worker_index() -> int:
     return int(worker.removeprefix("gw") or 0) if worker.startswith("gw") else 0
 
 
-_CANDIDATES = itertools.cycle(
-    range(_FIRST + _worker_index() * _SPAN, _FIRST + (_worker_index() + 1) * _SPAN)
+_START = _FIRST + _worker_index() * _SPAN
+_OFFSET = random.randrange(_SPAN)
+_CANDIDATES: Iterator[int] = itertools.cycle(
+    [*range(_START + _OFFSET, _START + _SPAN), *range(_START, _START + _OFFSET)]
 )
 
 
