@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -89,17 +90,45 @@ class UnitOfWork:
         op: OpRecord | None = None,
     ) -> None:
         self.conn = conn
-        self.search = SearchWriter(conn, buffer.search if buffer is not None else None)
-        self.sessions = SessionRepository(conn, self.search)
-        self.parts = PartRepository(conn, part_seqs, buffer, self.search)
-        self.events = EventLog(conn)
-        self.idempotency = IdempotencyRepository(conn)
-        self.agent_processes = AgentProcessRepository(conn)
         self.committed: list[CommittedEvent] = []
         self.op = op
         self.answered: Reply | None = None
+        self._part_seqs = part_seqs
         self._buffer = buffer
         self._queued: list[tuple[int, str | None, str]] = []
+
+    # The repositories are made on first use: most jobs touch one or two of them, and a
+    # unit of work is made per job (thousands a second under agent output).
+
+    @cached_property
+    def search(self) -> SearchWriter:
+        """The search index writer (queues into the batch's buffer when there is one)."""
+        return SearchWriter(self.conn, self._buffer.search if self._buffer is not None else None)
+
+    @cached_property
+    def sessions(self) -> SessionRepository:
+        """Session rows."""
+        return SessionRepository(self.conn, self.search)
+
+    @cached_property
+    def parts(self) -> PartRepository:
+        """Transcript rows."""
+        return PartRepository(self.conn, self._part_seqs, self._buffer, self.search)
+
+    @cached_property
+    def events(self) -> EventLog:
+        """The durable event log."""
+        return EventLog(self.conn)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyRepository:
+        """Ops' first outcomes, by request_id."""
+        return IdempotencyRepository(self.conn)
+
+    @cached_property
+    def agent_processes(self) -> AgentProcessRepository:
+        """The agent processes this store's server started."""
+        return AgentProcessRepository(self.conn)
 
     def answer(self, outcome: object) -> None:
         """This write completes the op in flight: keep `outcome` (or the DomainError it
@@ -282,6 +311,9 @@ class Store:
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="c2-db-read")
         self._writer: threading.Thread | None = None
+        # True while the writer thread runs its loop: read for every job, where
+        # Thread.is_alive() (a lock round trip) cost more than the rest of the enqueue.
+        self._writer_running = False
         self._writer_conn: Connection | None = None
         self._publish: Publisher | None = None
         self._closing = threading.Event()
@@ -321,6 +353,7 @@ class Store:
         self._publish = publish
         self._writer_conn = self._connect()
         self._writer = threading.Thread(target=self._write_loop, name="c2-db-writer", daemon=True)
+        self._writer_running = True
         self._writer.start()
 
     def close(self) -> None:
@@ -421,7 +454,7 @@ class Store:
     ) -> asyncio.Future[T]:
         if self._writer is None:
             raise RuntimeError("store writer is not started")
-        if not self._writer.is_alive():
+        if not self._writer_running:
             raise StoreWriteError("the store writer is not running")
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
@@ -440,8 +473,10 @@ class Store:
             steps=steps,
         )
         self._jobs.put(job)
-        if not paced:
-            self._urgent.set()  # ends the writer's wait for the commit interval
+        # Ends the writer's wait for the commit interval. Set only when not set already:
+        # Event.set() takes a lock and notifies every time, a cost paid per job otherwise.
+        if not paced and not self._urgent.is_set():
+            self._urgent.set()
         return job.future
 
     async def ping_writer(self, timeout: float) -> None:
@@ -497,6 +532,7 @@ class Store:
                 if stop:
                     return
         finally:
+            self._writer_running = False
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
