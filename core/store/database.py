@@ -54,7 +54,7 @@ from c2.core.store.webhooks import record_deliveries
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
-# The newest migration's revision (tests/unit/test_migrations_head.py holds it to Alembic's own
+# The newest migration's revision (tests/contract/test_store.py holds it to Alembic's own
 # head). A database already there is not handed to Alembic, so a start imports none of it.
 HEAD_REVISION = "0013_session_list"
 # Jobs drained into one transaction at most; bounds the latency one commit adds to a batch.
