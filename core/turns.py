@@ -159,7 +159,10 @@ class TurnRunner:
         """Commit the canonical prompt, the first running revision, title and turn_started in
         one transaction (docs/protocol.md: turn_started); returns the prompt's transcript seq."""
         canonical = canonical_text(op.doc)
-        prompt_part = PromptPart(text=canonical, display=display_text(canonical))
+        primed_from = self._primer.primed_from(live.record)  # issue 14: a primed fork
+        prompt_part = PromptPart(
+            text=canonical, display=display_text(canonical), primed_from=primed_from
+        )
         title = derive_title(op.doc, canonical) if live.record.title_origin == "default" else None
         titled = live.record.evolve(title=title or live.record.title, title_origin="automatic")
         seq_box: list[int] = []
@@ -181,7 +184,7 @@ class TurnRunner:
                     request_id=turn.request_id,
                     transcript_seq=seq_box[0],
                     turn=turn.number,
-                    primed_from=self._primer.primed_from(live.record),  # issue 14
+                    primed_from=primed_from,
                 )
             )
             # The 202, kept with the turn's start: a retry never starts a second turn.

@@ -81,10 +81,21 @@ class SessionActivity(BaseModel):
 # -- Transcript parts (docs/protocol.md: part union) --
 
 
+class ForkedFrom(BaseModel):
+    """Lineage of a forked session: the parent session and the turn it was forked at."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    session: str
+    turn: int
+
+
 class PromptPart(BaseModel):
     kind: Literal["prompt"] = "prompt"
     text: str
     display: str
+    # A fork's first turn whose agent got the parent's turns as a primer (`turn_started`'s
+    # `primed_from`, kept with the prompt so a reload still shows it; issue 14).
+    primed_from: ForkedFrom | None = None
 
 
 class TextPart(BaseModel):
@@ -276,14 +287,6 @@ class ContextWindow(BaseModel):
     model_config = ConfigDict(extra="ignore")
     used_tokens: int
     context_window: int
-
-
-class ForkedFrom(BaseModel):
-    """Lineage of a forked session: the parent session and the turn it was forked at."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    session: str
-    turn: int
 
 
 class SessionSnapshot(BaseModel):

@@ -102,6 +102,9 @@ async def test_worktree_fork_at_an_earlier_turn_is_primed(client: Client, tmp_pa
     assert "first answer" in prompts[0]
     second, _ = await turn(client, cid, "/text again")
     assert "primed_from" not in second
+    # The transcript keeps the mark with the primed turn's prompt, so a reload still shows it.
+    prompts_kept = [e["part"] for e in await entries(client, cid) if e["part"]["kind"] == "prompt"]
+    assert [p.get("primed_from") for p in prompts_kept[-2:]] == [{"session": pid, "turn": 1}, None]
     # The parent is untouched: transcript, files, activity.
     after = (await entries(client, pid), files_of(parent_tree), await client.snapshot(pid))
     assert after[0] == before[0] and after[1] == before[1]

@@ -170,7 +170,8 @@ def test_fork_from_a_turn_opens_the_child_with_lineage_and_primed_mark(
 ):
     """The "Fork from here" control on turn 1 of 2 opens the child, titled "(fork)", with
     "forked from <parent> at turn 1" linking back and the parent's files of turn 1; its first
-    turn is marked as primed from the parent (the scripted agent cannot fork its own session)."""
+    turn is marked as primed from the parent (the scripted agent cannot fork its own session),
+    after a reload too."""
     repo = make_repo(tmp_path, with_origin=False)
     parent = worktree_session(c2, repo)
     pid = parent["id"]
@@ -200,6 +201,11 @@ def test_fork_from_a_turn_opens_the_child_with_lineage_and_primed_mark(
         f"Primed from “{title}” up to turn 1"
     )
     expect(turns(page).last.locator(".reply")).to_contain_text("continuing")
+    page.reload()  # the mark comes from the transcript too, not only from the live event
+    expect(turns(page)).to_have_count(2)
+    expect(turns(page).last.get_by_role("note")).to_contain_text(
+        f"Primed from “{title}” up to turn 1"
+    )
     lineage.get_by_role("link", name=title).click()
     expect(page).to_have_url(re.compile(re.escape(pid) + "$"))
     expect(turns(page)).to_have_count(2)

@@ -37,7 +37,8 @@ export interface Turn {
   number: number | null;
   /** The git tree the turn left (its `checkpoint` part / `turn_ended.checkpoint`). */
   checkpoint: string | null;
-  /** Live `turn_started.primed_from`: the agent got a parent's turns as a primer. */
+  /** `primed_from` of the turn's prompt (or of its live `turn_started`): the agent got a
+   * parent's turns as a primer. */
   primedFrom: Lineage | null;
 }
 
@@ -52,7 +53,9 @@ export function applyPart(turns: Turn[], seq: number, role: string, part: Part, 
   const last = turns[turns.length - 1];
   if (last !== undefined && seq <= last.lastSeq) return turns; // already shown
   if (role === "user" && (part.kind === "prompt" || part.kind === "text")) {
-    return [...turns, blank(seq, part.text || null, seq, seq)];
+    const turn = blank(seq, part.text || null, seq, seq);
+    const primedFrom = part.kind === "prompt" ? (part.primed_from ?? null) : null;
+    return [...turns, primedFrom ? { ...turn, primedFrom } : turn];
   }
   const turn: Turn = last ?? blank(null, null, seq, -1);
   // The checkpoint row closes its turn: it numbers the turn rather than adding an item.
