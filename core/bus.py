@@ -32,14 +32,8 @@ class Subscription:
     _waiter: asyncio.Future[bool] | None = None
 
     def push(self, events: list[CommittedEvent]) -> None:
-        """Queue `events` (in sequence order, of every session) that this stream should see."""
-        if self.session is not None:
-            events = [ev for ev in events if ev.session == self.session]
-        if events:
-            self.push_own(events)
-
-    def push_own(self, events: list[CommittedEvent]) -> None:
-        """Queue `events` (in sequence order), already only those this stream should see."""
+        """Queue `events` (in sequence order), already only those this stream should see (the
+        bus splits each batch by session once, for every stream)."""
         if self.closed or self.lagged:
             return
         if len(self._pending) + len(events) > self.backlog:
@@ -126,7 +120,7 @@ class EventBus:
         by_session: dict[str | None, list[CommittedEvent]] | None = None
         for sub in tuple(self._subs):
             if sub.session is None:
-                sub.push_own(events)
+                sub.push(events)
                 continue
             if by_session is None:  # split once per batch, not once per session stream
                 by_session = {}
@@ -134,7 +128,7 @@ class EventBus:
                     by_session.setdefault(ev.session, []).append(ev)
             own = by_session.get(sub.session)
             if own:
-                sub.push_own(own)
+                sub.push(own)
 
     def close_device(self, device_id: str) -> int:
         """End every stream opened by `device_id` (revoked); returns how many were closed."""

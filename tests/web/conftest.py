@@ -77,11 +77,12 @@ def c2(web_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2
 
 
 def pair_url(server: C2Process) -> str:
-    """A fresh one-time pairing URL, as `c2 pair-url` prints it."""
+    """A fresh one-time pairing URL, as `c2 pair-url` prints it (in the server's environment:
+    a cluster member's database URL included)."""
     done = subprocess.run(
         [*PAIR_URL, "--home", str(server.home), "--port", str(server.port)],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=server._env(),
         capture_output=True,
         text=True,
         timeout=30,

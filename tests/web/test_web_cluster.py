@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +16,9 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.cluster.conftest import member
 from tests.contract.pg import PG_URL, pg_schema_url
-from tests.e2e.harness import REPO, SCRIPTED, C2Process
+from tests.e2e.harness import SCRIPTED, C2Process
 from tests.gitrepos import make_repo
-from tests.web.conftest import PAIR_URL, api, new_session, open_session, until
+from tests.web.conftest import api, new_session, open_session, pair_url, until
 
 pytestmark = [
     pytest.mark.postgres,
@@ -51,20 +50,7 @@ def members(web_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="module")
 def on_b(browser: Browser, members: list[C2Process]) -> Iterator[BrowserContext]:
     """A dark desktop browser profile paired with B from a URL `c2 pair-url` printed."""
-    b = members[1]
-    printed = (
-        subprocess.run(
-            [*PAIR_URL, "--home", str(b.home), "--port", str(b.port)],
-            cwd=REPO,
-            env=b._env(),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    printed = pair_url(members[1])
     context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
     page = context.new_page()
     page.goto(printed)
