@@ -93,8 +93,8 @@ class Runtime:
         self.feed = EventFeed(self.store, self.bus.recent)
         self.idempotent = IdempotentOps(self.store)
         self.search = SearchService(self.store)
-        self.webhooks = WebhookService(self.store)
         self.webhook_dispatcher = WebhookDispatcher(self.store, backoff_scale=webhook_backoff_scale)
+        self.webhooks = WebhookService(self.store, due=self.webhook_dispatcher.wake)
         self.push = PushService(self.store, home, vapid_subject)
         self._store_started = False
         self._home: HomeLock | None = None

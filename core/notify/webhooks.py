@@ -119,8 +119,11 @@ def retry_delay(
 class WebhookService:
     """Create, read, change and delete webhooks; list a webhook's deliveries."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, due: Callable[[], None] = lambda: None) -> None:
         self._store = store
+        # Told when deliveries became due with no event committed (a re-enabled webhook's),
+        # which the dispatcher would otherwise only find after its idle wait.
+        self._due = due
 
     async def create(
         self,
@@ -186,6 +189,8 @@ class WebhookService:
         )
         if hook is None:
             raise WebhookNotFoundError(f"no webhook {hook_id!r}")
+        if changes.get("enabled") is True:
+            self._due()
         return hook.wire()
 
     async def delete(self, hook_id: str) -> None:
@@ -244,6 +249,10 @@ class WebhookDispatcher:
         holds an event that may have queued deliveries."""
         if any(event_kind(ev.payload) in WEBHOOK_EVENTS for ev in events):
             self._wake.set()
+
+    def wake(self) -> None:
+        """Look for due deliveries now (some became due without an event: a re-enable)."""
+        self._wake.set()
 
     async def run(self) -> None:
         """Deliver pending webhook deliveries with retries and backoff, until cancelled."""
