@@ -63,6 +63,7 @@ class Runtime:
             instance_id=cluster.instance_id if cluster is not None else None,
             retry_seconds=store_retry_seconds,
             commit_interval=commit_interval,
+            lease_seconds=cluster.lease_seconds if cluster is not None else None,
         )
         # A cluster's events reach the bus through the follower, in order (core/cluster/).
         self.follower: LogFollower | None = None

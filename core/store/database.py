@@ -235,7 +235,7 @@ class _StepGroup:
 Publisher = Callable[[list[CommittedEvent]], None]
 
 
-def _make_engine(url: str, *, writer: bool) -> Engine:
+def _make_engine(url: str, *, writer: bool, idle_in_transaction: float | None = None) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(
             url,
@@ -267,7 +267,21 @@ def _make_engine(url: str, *, writer: bool) -> Engine:
         # One consistent snapshot per read (transcript pages, welcome frames).
         options["isolation_level"] = "REPEATABLE READ"
         options["connect_args"] = {"application_name": reader_label(), "connect_timeout": 5}
-    return create_engine(url, **options)
+    engine = create_engine(url, **options)
+    if writer and idle_in_transaction is not None:
+        limit = max(1, round(idle_in_transaction * 1000))
+
+        @event.listens_for(engine, "connect")
+        def _idle_limit(dbapi_conn: Any, _record: Any) -> None:
+            # A stalled process (stopped, swapped out, partitioned) inside a transaction would
+            # hold its member row and the sequence lock, so no peer could take over or commit:
+            # the database ends such a transaction after this long (Store docstring). Set here,
+            # not in connect_args: `options` there would replace the URL's own.
+            with dbapi_conn.cursor() as cur:
+                cur.execute(f"SET idle_in_transaction_session_timeout = {limit}")
+            dbapi_conn.commit()
+
+    return engine
 
 
 class Store:
@@ -279,7 +293,9 @@ class Store:
     fail, with StoreWriteError naming the cause. Meanwhile `unavailable()` says why the
     store cannot commit (readiness). With `exclusive`, every writer connection first takes the
     database's owner lock (PostgreSQL; see ownership.py), in shared mode for a `cluster`
-    member.
+    member. A cluster member's writer transactions may sit idle (its process stalled) for at
+    most `lease_seconds`: past that its peers judge it dead, and the locks its transaction
+    holds must not stop them taking over its sessions or committing their own events.
     """
 
     def __init__(
@@ -292,6 +308,7 @@ class Store:
         instance_id: str | None = None,
         retry_seconds: float = WRITE_RETRY_SECONDS,
         commit_interval: float = COMMIT_INTERVAL,
+        lease_seconds: float | None = None,
     ) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "other"
@@ -306,7 +323,9 @@ class Store:
         self.retry_seconds = retry_seconds
         self.commit_interval = max(0.0, commit_interval)
         self._last_commit = -math.inf  # monotonic start of the last batch (commit_interval)
-        self._writer_engine = _make_engine(url, writer=True)
+        self._writer_engine = _make_engine(
+            url, writer=True, idle_in_transaction=lease_seconds if cluster else None
+        )
         self._reader_engine = _make_engine(url, writer=False)
         self._jobs: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="c2-db-read")

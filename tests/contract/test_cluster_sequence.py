@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from functools import partial
 
@@ -21,7 +22,7 @@ from sqlalchemy import text
 from c2.core.protocol.events import ErrorEvent
 from c2.core.store.cluster import ClusterRepository, LeaseLostError
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
-from c2.core.store.events import CommittedEvent
+from c2.core.store.events import CommittedEvent, claim_sequences
 from c2.core.store.ownership import OwnershipError
 from tests.contract.pg import PG_URL, pg_schema_url
 
@@ -190,3 +191,39 @@ async def test_a_member_whose_lease_lapsed_commits_nothing_until_it_joins_again(
         assert messages == ["a-1-0", "a-1-1", "a-3-0", "a-3-1"]
     finally:
         await asyncio.to_thread(store.close)
+
+
+async def test_a_member_stalled_inside_a_transaction_does_not_stop_its_peers(url: str) -> None:
+    """A member stopped mid-transaction (SIGSTOP, a swapped-out host) holds the sequence lock:
+    with no limit no peer could commit an event, or take its sessions over, until it woke.
+    The database ends a member's transaction idle for longer than its lease; the peer's
+    write then commits, and the stalled member's own write commits on a new connection once
+    it runs again."""
+    stalled = Store(url, exclusive=True, cluster=True, readers=1, lease_seconds=0.5)
+    peer = Store(url, exclusive=True, cluster=True, readers=1)
+    stalled.start()
+    peer.start()
+    wake = threading.Event()
+
+    def stall(uow: UnitOfWork) -> None:
+        claim_sequences(uow.conn)  # the lock every event-writing batch takes until COMMIT
+        wake.wait(timeout=30)  # the process is stopped, its transaction idle
+        _emit("stalled", 0, uow)
+
+    try:
+        held = asyncio.ensure_future(stalled.write(stall))
+        await asyncio.sleep(0.2)  # the stall holds the lock now
+        await asyncio.wait_for(peer.write(partial(_emit, "peer", 0)), timeout=20)
+        wake.set()
+        await asyncio.wait_for(held, timeout=20)
+        log = await peer.read(lambda r: r.events.after(0, limit=100))
+        assert [json.loads(ev.payload)["message"] for ev in log] == [
+            "peer-0-0",
+            "peer-0-1",
+            "stalled-0-0",
+            "stalled-0-1",
+        ]
+    finally:
+        wake.set()
+        for store in (stalled, peer):
+            await asyncio.to_thread(store.close)

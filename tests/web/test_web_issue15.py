@@ -72,7 +72,13 @@ def test_search_finds_a_prompt_word_and_opens_its_page(page: Page, c2: C2Process
     page.get_by_role("textbox", name="Search").press("Enter")
     results = page.get_by_role("region", name="Search results")
     hit = results.get_by_role("listitem").filter(has=page.get_by_role("link", name=title))
-    expect(hit).to_have_count(1)
+    try:
+        expect(hit).to_have_count(1)
+    except AssertionError as missing:
+        # Say what the page showed and what the API answers, so a failure names its side.
+        with api(c2) as client:
+            answer = client.get("/v1/search", params={"q": "zanzibarquux"}).text
+        raise AssertionError(f"page: {results.inner_text()!r}; API: {answer}") from missing
     expect(hit).to_contain_text("prompt")
     expect(hit.locator("mark")).to_have_text("zanzibarquux")
     # The snippet's unescaped `<b>` is text, never markup.

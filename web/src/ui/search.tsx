@@ -82,13 +82,23 @@ export function SearchPage({ q }: { q: string }) {
   const [hits, setHits] = useState<SearchHit[] | null>(null);
   const [cursor, setCursor] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [failed, setFailed] = useState<string | null>(null); // the cursor to retry from
   const load = async (after: string | null, shown: SearchHit[]) => {
-    const result = await search({ query: { q, limit: 20, ...(after ? { cursor: after } : {}) } });
+    let result: Awaited<ReturnType<typeof search>>;
+    try {
+      result = await search({ query: { q, limit: 20, ...(after ? { cursor: after } : {}) } });
+    } catch {
+      result = { data: undefined, error: undefined } as unknown as typeof result;
+    }
     if (result.data === undefined) {
-      setError(problemMessage(result.error));
+      // Said, never a silent "Nothing found" or an endless "Searching…": the store may be
+      // busy or the network down for a moment, so the same page can be asked again.
+      setError(result.error === undefined ? "c2 did not answer; check the connection." : problemMessage(result.error));
+      setFailed(after ?? "");
       setHits(shown);
       return;
     }
+    setFailed(null);
     setError(null);
     setHits([...shown, ...result.data.hits]);
     setCursor(result.data.next_cursor);
@@ -96,6 +106,7 @@ export function SearchPage({ q }: { q: string }) {
   useEffect(() => {
     setHits(null);
     setCursor(null);
+    setFailed(null);
     if (q !== "") void load(null, []);
   }, [q]);
   return (
@@ -107,9 +118,14 @@ export function SearchPage({ q }: { q: string }) {
           {error}
         </p>
       )}
+      {failed !== null && hits !== null && (
+        <button type="button" onClick={() => void load(failed === "" ? null : failed, hits)}>
+          Try again
+        </button>
+      )}
       {hits === null ? (
         <p class="muted">Searching…</p>
-      ) : hits.length === 0 ? (
+      ) : hits.length === 0 && failed === null ? (
         <p class="muted">Nothing found.</p>
       ) : (
         <ul>
