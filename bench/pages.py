@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -25,35 +24,13 @@ import httpx
 from bench.events import Server
 from bench.transcript import timed
 from c2.core.protocol.state import PromptPart, TextPart
-from c2.core.session import SessionRecord, utcnow
+from c2.core.session import SessionRecord
 from c2.core.session_list import DEFAULT_LIMIT
 from c2.core.store.database import UnitOfWork
 from c2.core.transcript import PAGE_BYTES
 
 SEED_BATCH = 2_000
 TARGET_LIST_MS = 10.0  # issue 17: first page p50 with 100,000 sessions
-
-
-def seed_sessions(server: Server, count: int, already: int) -> None:
-    """Sessions `already`..`count`-1, a second apart, through the app's store."""
-    start = utcnow() - timedelta(seconds=count)
-    for low in range(already, count, SEED_BATCH):
-        records = [
-            SessionRecord(
-                id=f"bench-{n:07d}",
-                provider="custom:echo",
-                cwd="/tmp",
-                title=f"Bench session {n}",
-                created_at=start + timedelta(seconds=n),
-            )
-            for n in range(low, min(count, low + SEED_BATCH))
-        ]
-
-        def insert(uow: UnitOfWork, records: list[SessionRecord] = records) -> None:
-            for rec in records:
-                uow.sessions.insert(rec)
-
-        server.run(server.services.store.write(insert))
 
 
 def welcome(server: Server, http: httpx.Client) -> int:
@@ -141,10 +118,10 @@ def main() -> None:
             base = f"http://127.0.0.1:{server.port}"
             with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
                 small = 100
-                seed_sessions(server, small, 0)
+                server.seed_sessions(small)
                 few = session_list(server, http, args.reads)
                 started = time.perf_counter()
-                seed_sessions(server, args.sessions, small)
+                server.seed_sessions(args.sessions, already=small)
                 print(f"seeded {args.sessions:,} sessions in {time.perf_counter() - started:.0f} s")
                 many = session_list(server, http, args.reads)
                 started = time.perf_counter()

@@ -2,19 +2,22 @@
 
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
-heartbeat) under sse-starlette (send timeout, disconnect detection, header defaults). A client
-that stops reading is dropped after the send timeout with one log line, no traceback. A device
-holds at most `max_streams_per_device` streams (429 past it).
+heartbeat) under sse-starlette's response (headers, HEAD, the disconnect listener) with c2's own
+send loop (EventStreamResponse: what an idle stream holds is kept small). A client that stops
+reading is dropped after the send timeout with one log line, no traceback. A device holds at
+most `max_streams_per_device` streams (429 past it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from contextvars import ContextVar
 from functools import partial
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
@@ -79,6 +82,76 @@ class EventStreamResponse(EventSourceResponse):
         finally:
             self._sending_since = None
 
+    async def _respond(self, receive: Receive, send: Send) -> None:
+        """Stream the frames in this task, and end them when the client disconnects.
+
+        sse-starlette runs a task group of four tasks per stream for this (frames, ping,
+        shutdown signal, disconnect). c2 sends its own pings, and ends its streams at shutdown
+        itself (Services.drain; its signal hook is disabled in api/server.py), so the frames
+        need only a disconnect watcher: one task, not a group of three with their events and
+        cancel scopes, a third of an idle stream's memory (bench/events.py)."""
+        stream = asyncio.current_task()
+        assert stream is not None
+        streaming, gone = True, False
+
+        async def watch() -> None:
+            nonlocal gone
+            with contextlib.suppress(Exception):  # a receive that fails: the client is gone too
+                await self._listen_for_disconnect(receive)
+            if streaming:
+                gone = True
+                stream.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await self._stream_response(send)
+        except asyncio.CancelledError:
+            if not gone or stream.uncancel() > 0:
+                raise  # not (only) the disconnect's: the server cancels the request
+        finally:
+            streaming = False
+            watcher.cancel()
+
+    async def _stream_response(self, send: Send) -> None:
+        """sse-starlette's loop, except that a frame is let go once it is sent. Its loop kept
+        the last frame in local variables while the stream waited for the next one: every
+        idle stream held its welcome frame (a page of 50 sessions, ~23 KB) until its first
+        ping, or its last catch-up batch, for as long as it stayed idle (bench/events.py)."""
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        frames = aiter(self.body_iterator)
+        while True:
+            try:
+                frame = await anext(frames)
+            except StopAsyncIteration:
+                break
+            try:
+                message = {"type": "http.response.body", "body": frame, "more_body": True}
+                del frame
+                await self._send_with_timeout(send, message)
+                del message
+            except BaseException:
+                await self._close_frames()
+                raise
+        async with self._send_lock:
+            self.active = False
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _close_frames(self) -> None:
+        """Close the frame generator (suspended at a yield) so its cleanup runs before a send's
+        failure escapes, within sse-starlette's cleanup timeout."""
+        aclose = getattr(self.body_iterator, "aclose", None)
+        if aclose is None:
+            return
+        with anyio.move_on_after(self._cleanup_timeout, shield=True) as scope:
+            try:
+                await aclose()
+            except Exception:
+                log.exception("could not close an event stream's frames after a failed send")
+        if scope.cancel_called:
+            log.warning("closing an event stream's frames took over %g s", self._cleanup_timeout)
+
     def _watch(self) -> None:
         """Cancel a send blocked for `send_timeout`; re-arm for one still within it."""
         self._watchdog = None
@@ -94,7 +167,10 @@ class EventStreamResponse(EventSourceResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            if scope["type"] == "http" and scope["method"] == "GET":
+                await self._respond(receive, send)
+            else:
+                await super().__call__(scope, receive, send)  # HEAD: headers only
         except SendTimeoutError:
             _DROPPED.set(True)
             log.warning(
