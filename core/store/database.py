@@ -56,7 +56,7 @@ T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration's revision (tests/contract/test_store.py holds it to Alembic's own
 # head). A database already there is not handed to Alembic, so a start imports none of it.
-HEAD_REVISION = "0013_session_list"
+HEAD_REVISION = "0014_user_parts_index"
 # Jobs drained into one transaction at most; bounds the latency one commit adds to a batch.
 MAX_GROUP = 256
 # How long a write keeps retrying a database that cannot take it before it fails.

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select
 from c2.core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
 from c2.core.store.buffer import WriteBuffer
 from c2.core.store.search import SearchWriter
-from c2.core.store.tables import PartRow
+from c2.core.store.tables import USER_ROW, PartRow
 
 _PARTS = PartRow.__table__  # type: ignore[attr-defined]
 Role = Literal["user", "agent"]
@@ -102,7 +102,7 @@ class PartRepository:
         count = self._conn.execute(
             select(func.count())
             .select_from(_PARTS)
-            .where(_PARTS.c.session_id == session_id, _PARTS.c.role == "user")
+            .where(_PARTS.c.session_id == session_id, USER_ROW)
         ).scalar()
         return int(count or 0)
 
@@ -126,7 +126,7 @@ class PartRepository:
             select(_PARTS.c.seq)
             .where(
                 _PARTS.c.session_id == session_id,
-                _PARTS.c.role == "user",
+                USER_ROW,
                 _PARTS.c.seq < below,
             )
             .order_by(_PARTS.c.seq.desc())

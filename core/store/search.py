@@ -37,6 +37,7 @@ from c2.core.protocol.state import (
     ToolCallPart,
 )
 from c2.core.search.tokens import tokenize
+from c2.core.store.tables import USER_ROWS
 
 # A message longer than this is indexed as several documents (cut between chunks), which
 # bounds a document's tsvector (PostgreSQL positions stop at 16383) and a snippet's work.
@@ -520,7 +521,7 @@ class SearchReader:
         for i, (session, seq) in enumerate(rows):
             params[f"s{i}"], params[f"q{i}"] = session, seq
             columns.append(
-                f"(SELECT min(seq) FROM parts WHERE session_id = :s{i} AND role = 'user'"
+                f"(SELECT min(seq) FROM parts WHERE session_id = :s{i} AND {USER_ROWS}"
                 f" AND seq > :q{i})"
             )
         found = self._conn.execute(text("SELECT " + ", ".join(columns)), params).one()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, Integer, Text
+from sqlalchemy import BigInteger, Column, DateTime, Index, Integer, Text, literal_column, text
 from sqlmodel import Field, SQLModel
 
 # SQLite only aliases the rowid (and so gives a cheap monotonic key) for `INTEGER PRIMARY KEY`;
@@ -59,6 +59,9 @@ class SessionRow(SQLModel, table=True):
     __table_args__ = (Index("ix_sessions_archived_created_id", "archived", "created_at", "id"),)
 
 
+USER_ROWS = "role = 'user'"  # the rows ix_parts_user holds
+
+
 class PartRow(SQLModel, table=True):
     """One transcript row; `seq` is per session, contiguous from 0 (docs/protocol.md §6.2)."""
 
@@ -69,7 +72,24 @@ class PartRow(SQLModel, table=True):
     role: str = Field(max_length=8)
     part_json: str = Field(sa_column=Column(Text, nullable=False))
 
-    __table_args__ = (Index("ix_parts_session_role_seq", "session_id", "role", "seq"),)
+    # Prompts (user rows, one per turn) are what turn numbering and paging look up by role;
+    # agent rows, nearly all of the table, stay out of this index, or every streamed chunk
+    # would write a third b-tree (docs/decisions.md, "fifth slice"). A query uses it only
+    # when it states the role as a literal, as USER_ROW does.
+    __table_args__ = (
+        Index(
+            "ix_parts_user",
+            "session_id",
+            "seq",
+            sqlite_where=text(USER_ROWS),
+            postgresql_where=text(USER_ROWS),
+        ),
+    )
+
+
+# The condition of a query on user rows, as ix_parts_user needs it (a literal, not a bound
+# parameter: the planner cannot match a parameter against the index's condition).
+USER_ROW = PartRow.__table__.c.role == literal_column("'user'")  # type: ignore[attr-defined]
 
 
 class EventRow(SQLModel, table=True):

@@ -47,7 +47,7 @@ from sqlmodel import Field, SQLModel
 from c2.core.notify.payloads import webhook_body
 from c2.core.protocol.events import Event
 from c2.core.session import rfc3339, utcnow
-from c2.core.store.tables import PartRow, SessionRow
+from c2.core.store.tables import USER_ROW, PartRow, SessionRow
 
 # Consecutive failed attempts (any delivery of the webhook) after which it is disabled.
 DISABLE_AFTER = 10
@@ -294,7 +294,7 @@ def turn_text(conn: Connection, session: str) -> str:
     """The agent's text since the session's last prompt (the turn that just ended)."""
     last_prompt = conn.execute(
         select(_PARTS.c.seq)
-        .where(_PARTS.c.session_id == session, _PARTS.c.role == "user")
+        .where(_PARTS.c.session_id == session, USER_ROW)
         .order_by(_PARTS.c.seq.desc())
         .limit(1)
     ).scalar()

@@ -215,7 +215,8 @@ def test_transcript_page_reads_one_snapshot(store: Store) -> None:
 
 
 def test_transcript_page_queries_are_index_ranges(tmp_path: Path, store: Store) -> None:
-    """Every statement a page issues is an index SEARCH on parts, never a scan or a sort."""
+    """Every statement a page issues is an index SEARCH on parts, never a scan or a sort;
+    those that find turn boundaries use the index of user rows only."""
     turns(store, 30)
     add(store, OTHER, [prompt("x"), agent("y")])
     engine = create_engine(sqlite_url(tmp_path))
@@ -237,6 +238,9 @@ def test_transcript_page_queries_are_index_ranges(tmp_path: Path, store: Store) 
             details = [str(row[-1]) for row in plan]
             assert all(d.startswith("SEARCH") for d in details if "parts" in d), details
             assert not any("TEMP B-TREE" in d for d in details), details
+            if "role = 'user'" in statement:  # turn boundaries: the prompts' partial index
+                assert any("ix_parts_user" in d for d in details), details
+        assert any("role = 'user'" in statement for statement, _ in statements)
     engine.dispose()
 
 
