@@ -97,6 +97,27 @@ def test_search_finds_a_prompt_word_and_opens_its_page(page: Page, c2: C2Process
     expect(conversation.get_by_role("article").last).to_contain_text("later-29")
 
 
+def test_a_failed_search_says_so_and_can_be_tried_again(page: Page, c2: C2Process, tmp_path: Path):
+    """A search whose request fails (the network, not c2) says so instead of "Nothing found",
+    and "Try again" asks again once the network is back."""
+    session = new_session(c2, tmp_path)
+    with api(c2) as client:
+        _prompt_and_wait(client, session["id"], "/text retry quasarwobble")
+    page.goto(c2.base_url + "/")
+    page.route("**/v1/search?*", lambda route: route.abort())
+    page.get_by_role("textbox", name="Search").fill("quasarwobble")
+    page.get_by_role("textbox", name="Search").press("Enter")
+    results = page.get_by_role("region", name="Search results")
+    expect(results.get_by_role("alert")).to_contain_text("The request failed")
+    expect(results).not_to_contain_text("Nothing found")
+    page.unroute("**/v1/search?*")
+    results.get_by_role("button", name="Try again").click()
+    # The prompt, the agent's echo of it and the title derived from it.
+    expect(results.get_by_role("listitem").filter(has_text="quasarwobble")).to_have_count(3)
+    expect(results.get_by_role("alert")).to_have_count(0)
+    expect(results.get_by_role("button", name="Try again")).to_have_count(0)
+
+
 @pytest.fixture
 def pushes() -> Iterator[FakePushService]:
     with FakePushService() as service:

@@ -84,16 +84,11 @@ export function SearchPage({ q }: { q: string }) {
   const [error, setError] = useState<string | null>(null);
   const [failed, setFailed] = useState<string | null>(null); // the cursor to retry from
   const load = async (after: string | null, shown: SearchHit[]) => {
-    let result: Awaited<ReturnType<typeof search>>;
-    try {
-      result = await search({ query: { q, limit: 20, ...(after ? { cursor: after } : {}) } });
-    } catch {
-      result = { data: undefined, error: undefined } as unknown as typeof result;
-    }
+    const result = await search({ query: { q, limit: 20, ...(after ? { cursor: after } : {}) } });
     if (result.data === undefined) {
-      // Said, never a silent "Nothing found" or an endless "Searching…": the store may be
-      // busy or the network down for a moment, so the same page can be asked again.
-      setError(result.error === undefined ? "c2 did not answer; check the connection." : problemMessage(result.error));
+      // The store may be busy or the network down for a moment: the same page can be asked
+      // again without typing the search anew.
+      setError(problemMessage(result.error));
       setFailed(after ?? "");
       setHits(shown);
       return;
