@@ -1,4 +1,5 @@
-"""Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory.
+"""Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory,
+and 100 clients of which 10 stop reading.
 
 The server (real app, real uvicorn on 127.0.0.1, SQLite in a temp home) runs in this process;
 events are committed through its Store, one event per write job (group commit batches them),
@@ -7,6 +8,8 @@ asyncio streams) and report receipt times, so latency is commit → client recei
 
 Each client count runs twice: flat out (throughput; latency then includes queueing) and paced
 at --rate events/s (rate/5 for 100 clients) for commit → receipt latency under steady load.
+Last, 100 clients at 1,000 events/s for 10 s, then the same with 10 of them reading nothing
+after their welcome frame (issue 17): the other 90 must lose nothing and keep their p99.
 
 Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 200]
 [--write-interval-ms 10]
@@ -19,6 +22,7 @@ import asyncio
 import gc
 import json
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -46,6 +50,13 @@ SEED_BATCH = 2_000  # sessions per write job
 IDLE_SESSIONS = 100
 PACE_TICK = 0.002  # seconds between paced submissions
 LATENCY_STREAMS = 10  # streams per client process whose every event is timed
+# Issue 17's stalled readers: 100 clients at 1,000 events/s for 10 s, 10 of them not reading.
+STALL_RATE = 1000.0
+STALL_EVENTS = 10_000
+STALLED_RCVBUF = 4096  # bytes: the kernel's minimum, more or less
+# Characters added to each event of that run: the kernel buffers up to 4 MiB for a stream
+# that is not read (tcp_wmem), so 10,000 events of ~1 KiB outgrow it and the sends block.
+STALL_PAD = 1000
 
 
 # -- client side (subprocess) ------------------------------------------------------------------
@@ -53,7 +64,7 @@ LATENCY_STREAMS = 10  # streams per client process whose every event is timed
 # reads with C-speed bytes methods; the measuring client must not eat the server's CPU.
 
 EVENT_MARK = b'data: {"kind":"event"'
-STAMP = re.compile(rb'"message":"([0-9.]+)"')
+STAMP = re.compile(rb'"message":"([0-9.]+)')
 
 
 class Stream:
@@ -61,8 +72,14 @@ class Stream:
         self.port, self.bearer = port, bearer
         self.carry = b""
 
-    async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+    async def open(self, stalled: bool = False) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if stalled:
+            # A reader that stops: a small receive buffer closes its TCP window within a few
+            # frames, so the server's sends to it block (as for a phone gone to sleep).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, STALLED_RCVBUF)
+        sock.connect(("127.0.0.1", self.port))
+        self.reader, self.writer = await asyncio.open_connection(sock=sock)
         self.writer.write(
             f"GET /v1/events HTTP/1.0\r\nHost: 127.0.0.1\r\n"
             f"Authorization: Bearer {self.bearer}\r\n\r\n".encode()
@@ -95,15 +112,19 @@ class Stream:
         self.writer.close()
 
 
-async def _client(port: int, bearer: str, streams: int, expect: int, hold: bool) -> None:
+async def _client(
+    port: int, bearer: str, streams: int, expect: int, hold: bool, stall: int = 0
+) -> None:
+    """`streams` streams; the first `stall` read their welcome frame and then nothing."""
     conns = [Stream(port, bearer) for _ in range(streams)]
-    await asyncio.gather(*(c.open() for c in conns))
+    await asyncio.gather(*(c.open(stalled=i < stall) for i, c in enumerate(conns)))
     print("ready", flush=True)
     if hold:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         return
+    readers = conns[stall:]
     results = await asyncio.gather(
-        *(c.read(expect, i < LATENCY_STREAMS) for i, c in enumerate(conns))
+        *(c.read(expect, i < LATENCY_STREAMS) for i, c in enumerate(readers))
     )
     print(json.dumps(results), flush=True)
     for c in conns:
@@ -174,13 +195,17 @@ class Server:
 
             self.run(self.services.store.write(insert))
 
-    async def produce(self, count: int, rate: float | None = None) -> tuple[float, float]:
-        """Commit `count` stamped events, one write job each, as fast as possible or paced at
-        `rate` events/s; (start, end) wall times."""
+    async def produce(
+        self, count: int, rate: float | None = None, pad: int = 0
+    ) -> tuple[float, float]:
+        """Commit `count` stamped events (each `pad` characters longer), one write job each,
+        as fast as possible or paced at `rate` events/s; (start, end) wall times."""
         store = self.services.store
+        padding = " " + "x" * pad if pad else ""
 
         def job(uow: UnitOfWork) -> None:
-            uow.emit(ErrorEvent(session=None, message=f"{time.time():.6f}", terminal=False))
+            message = f"{time.time():.6f}{padding}"
+            uow.emit(ErrorEvent(session=None, message=message, terminal=False))
 
         start = time.time()
         pending: deque[asyncio.Future[None]] = deque()
@@ -203,9 +228,12 @@ class Server:
         self.thread.join(30)
 
 
-def _spawn(server: Server, streams: int, expect: int, idle: bool) -> subprocess.Popen[str]:
+def _spawn(
+    server: Server, streams: int, expect: int, idle: bool, stall: int = 0
+) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "bench.events", "--client", "--port", str(server.port)]
     args += ["--bearer", server.bearer, "--streams", str(streams), "--expect", str(expect)]
+    args += ["--stall", str(stall)]
     proc = subprocess.Popen(
         args + (["--hold"] if idle else []),
         stdin=subprocess.PIPE,
@@ -233,12 +261,17 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def _deliver(server: Server, streams: int, events: int, rate: float | None) -> dict[str, float]:
-    proc = _spawn(server, streams, events, idle=False)
-    start, committed = server.run(server.produce(events, rate))
+def _deliver(
+    server: Server, streams: int, events: int, rate: float | None, stall: int = 0, pad: int = 0
+) -> dict[str, float]:
+    """Commit `events` (flat out, or paced at `rate`/s) to `streams` clients, `stall` of which
+    stop reading after their welcome frame; throughput and latency of the others, and how
+    many events they missed (each must see every one)."""
+    proc = _spawn(server, streams, events, idle=False, stall=stall)
+    start, committed = server.run(server.produce(events, rate, pad))
+    lagging = server.services.bus.lagging_count  # all committed: the stalled ones are behind
     out, _ = proc.communicate(timeout=120)
     results = json.loads(out.strip().splitlines()[-1])
-    assert all(r["count"] == events for r in results), "a client missed events"
     last = max(r["last"] for r in results)
     latencies = [lat for r in results for lat in r["latencies"]]
     return {
@@ -246,6 +279,8 @@ def _deliver(server: Server, streams: int, events: int, rate: float | None) -> d
         "delivered": events / (last - start),
         "p50": statistics.median(latencies) * 1e3,
         "p99": _pct(latencies, 0.99) * 1e3,
+        "lost": sum(events - r["count"] for r in results),
+        "lagging": lagging,
     }
 
 
@@ -253,11 +288,31 @@ def fan_out(server: Server, streams: int, events: int, rate: float) -> None:
     """Throughput flat out, then latency at a steady `rate` (queueing excluded)."""
     flat = _deliver(server, streams, events, None)
     paced = _deliver(server, streams, max(1000, int(rate * 2)), rate)
+    assert flat["lost"] == paced["lost"] == 0, "a client missed events"
     print(
         f"{streams:>4} clients | flat out: committed {flat['committed']:>7,.0f} ev/s, "
         f"delivered {flat['delivered']:>7,.0f} ev/s per client "
         f"({streams * flat['delivered']:>7,.0f} frames/s), p99 {flat['p99']:5.1f} ms | "
         f"at {rate:,.0f} ev/s: p50 {paced['p50']:5.1f} ms, p99 {paced['p99']:5.1f} ms",
+        flush=True,
+    )
+
+
+def stalled_readers(server: Server, streams: int, stalled: int, rate: float, events: int) -> None:
+    """Issue 17: `streams` clients at `rate` events/s, then the same with `stalled` of them
+    not reading; the readers must lose nothing, their p99 stay under 50 ms and within twice
+    the run without stalled readers. A stalled stream's sends block; its backlog overflows
+    and it is dropped after the send timeout, while the others go on."""
+    calm = _deliver(server, streams, events, rate, pad=STALL_PAD)
+    stuck = _deliver(server, streams, events, rate, stall=stalled, pad=STALL_PAD)
+    ratio = stuck["p99"] / calm["p99"] if calm["p99"] > 0 else float("inf")
+    print(
+        f"{streams:>4} clients at {rate:,.0f} ev/s, {stalled} not reading: the other "
+        f"{streams - stalled} lost {stuck['lost']:.0f}, p50 {stuck['p50']:5.1f} ms, p99 "
+        f"{stuck['p99']:5.1f} ms | none stalled: lost {calm['lost']:.0f}, p99 "
+        f"{calm['p99']:5.1f} ms | ratio {ratio:.2f}; streams behind at the end "
+        f"{stuck['lagging']:.0f} (none stalled: {calm['lagging']:.0f}) "
+        "(targets: lost 0, p99 < 50 ms, ratio <= 2)",
         flush=True,
     )
 
@@ -307,9 +362,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stall", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        asyncio.run(_client(args.port, args.bearer, args.streams, args.expect, args.hold))
+        asyncio.run(
+            _client(args.port, args.bearer, args.streams, args.expect, args.hold, args.stall)
+        )
         return
     with tempfile.TemporaryDirectory(prefix="c2-bench-") as tmp:
         server = Server(Path(tmp) / "home", args.write_interval_ms)
@@ -318,6 +376,7 @@ def main() -> None:
             idle_memory(server, args.idle)
             for streams, rate in ((1, args.rate), (10, args.rate), (100, args.rate / 5)):
                 fan_out(server, streams, args.events, rate)
+            stalled_readers(server, 100, 10, STALL_RATE, STALL_EVENTS)
         finally:
             server.stop()
 

@@ -148,3 +148,9 @@ class EventBus:
     def subscriber_count(self) -> int:
         """How many streams are subscribed."""
         return len(self._subs)
+
+    @property
+    def lagging_count(self) -> int:
+        """How many streams overflowed their backlog and have not caught up yet (a stream
+        blocked on a client that stopped reading stays here until it is dropped)."""
+        return sum(1 for sub in self._subs if sub.lagged)
