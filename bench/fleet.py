@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import pstats
+import resource
 import signal
 import statistics
 import subprocess
@@ -59,6 +60,19 @@ def cpu_split(pid: int) -> tuple[float, float]:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of `pid` itself (its threads included, its agents not)."""
     return sum(cpu_split(pid))
+
+
+def children_cpu(pid: int) -> float:
+    """User + system CPU of the live child processes of `pid` (the server's agents)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def rss_mib(pid: int) -> float:
@@ -245,6 +259,8 @@ class FleetResult:
     system_s: float = 0.0
     wall_s: float = 0.0
     rss_mib: float = 0.0
+    agents_cpu_s: float = 0.0  # the load generator: the S agents
+    clients_cpu_s: float = 0.0  # the SSE client processes
 
     def line(self) -> str:
         ordered = sorted(self.latencies_ms) or [float("nan")]
@@ -259,6 +275,9 @@ class FleetResult:
             f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
             f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
             f"RSS {self.rss_mib:.0f} MiB"
+            f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
+            f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
+            f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core"
         )
 
 
@@ -309,9 +328,12 @@ async def fleet(
         if profile is not None:
             os.kill(pid, signal.SIGUSR1)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
+        agents0, clients0 = children_cpu(pid), _reaped_cpu()
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         latencies, counts, result.incomplete = await asyncio.to_thread(collect, pool)
         user, system = cpu_split(pid)
+        result.agents_cpu_s = children_cpu(pid) - agents0
+        result.clients_cpu_s = _reaped_cpu() - clients0
         result.wall_s = time.perf_counter() - wall0
         result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
         if profile is not None:
@@ -330,6 +352,12 @@ async def fleet(
     finally:
         await http.aclose()
     return result
+
+
+def _reaped_cpu() -> float:
+    """CPU of this process's children that ended (the client workers, once collected)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def stop_profile(pid: int, profile: Path) -> None:
