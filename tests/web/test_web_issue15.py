@@ -110,6 +110,10 @@ def test_a_failed_search_says_so_and_can_be_tried_again(page: Page, c2: C2Proces
     results = page.get_by_role("region", name="Search results")
     expect(results.get_by_role("alert")).to_contain_text("The request failed")
     expect(results).not_to_contain_text("Nothing found")
+    shots = Path(os.environ.get("C2_SCREENSHOT_DIR") or tmp_path)
+    page.screenshot(path=str(shots / "search-failed.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=str(shots / "search-failed-phone.png"))
     page.unroute("**/v1/search?*")
     results.get_by_role("button", name="Try again").click()
     # The prompt, the agent's echo of it and the title derived from it.
