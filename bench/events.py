@@ -45,7 +45,7 @@ from c2.core.session import SessionRecord, utcnow
 from c2.core.store.database import UnitOfWork, sqlite_url
 
 WINDOW = 1024  # write jobs in flight at once
-SEED_BATCH = 2_000  # sessions per write job
+SEED_BATCH = 2_000  # rows per seeding write job (sessions here, chunks in bench/pages.py)
 # The measure of an idle stream: RSS growth over 100 streams, 100 sessions stored.
 IDLE_SESSIONS = 100
 PACE_TICK = 0.002  # seconds between paced submissions
@@ -135,7 +135,9 @@ async def _client(
 
 
 class Server:
-    def __init__(self, home: Path, write_interval_ms: float) -> None:
+    def __init__(
+        self, home: Path, write_interval_ms: float = Settings.stream_write_interval_ms
+    ) -> None:
         # Every bench stream is one device's: lift the per-device stream cap (docs/security.md).
         settings = Settings(
             home=home,
