@@ -50,10 +50,16 @@ PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py starts yappi in
 # -- the server process as the kernel sees it ----------------------------------------------------
 
 
+def _stat(path: Path) -> list[str]:
+    """The fields of a /proc/<pid>/stat after the command name: [0] state, [1] parent pid,
+    [11] user and [12] system CPU in clock ticks."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """User and system CPU seconds of `pid` (system: the kernel's work for it, such as the
     loopback TCP path of every socket write)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = _stat(Path(f"/proc/{pid}/stat"))
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
@@ -67,7 +73,7 @@ def children_cpu(pid: int) -> float:
     total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = _stat(stat)
         except OSError:
             continue  # it ended meanwhile
         if int(fields[1]) == pid:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.events import Server
+from bench.events import SEED_BATCH, Server
 from bench.transcript import timed
 from c2.core.protocol.state import PromptPart, TextPart
 from c2.core.session import SessionRecord
@@ -29,7 +29,6 @@ from c2.core.session_list import DEFAULT_LIMIT
 from c2.core.store.database import UnitOfWork
 from c2.core.transcript import PAGE_BYTES
 
-SEED_BATCH = 2_000
 TARGET_LIST_MS = 10.0  # issue 17: first page p50 with 100,000 sessions
 
 

@@ -81,46 +81,43 @@ function HitView({ hit }: { hit: SearchHit }) {
 export function SearchPage({ q }: { q: string }) {
   const [hits, setHits] = useState<SearchHit[] | null>(null);
   const [cursor, setCursor] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const [failed, setFailed] = useState<string | null>(null); // the cursor to retry from
+  // The last page that could not be read, and why: the store may be busy or the network down
+  // for a moment, so the same page can be asked again without typing the search anew.
+  const [failure, setFailure] = useState<{ message: string; after: string | null } | null>(null);
   const load = async (after: string | null, shown: SearchHit[]) => {
     const result = await search({ query: { q, limit: 20, ...(after ? { cursor: after } : {}) } });
     if (result.data === undefined) {
-      // The store may be busy or the network down for a moment: the same page can be asked
-      // again without typing the search anew.
-      setError(problemMessage(result.error));
-      setFailed(after ?? "");
+      setFailure({ message: problemMessage(result.error), after });
       setHits(shown);
       return;
     }
-    setFailed(null);
-    setError(null);
+    setFailure(null);
     setHits([...shown, ...result.data.hits]);
     setCursor(result.data.next_cursor);
   };
   useEffect(() => {
     setHits(null);
     setCursor(null);
-    setFailed(null);
+    setFailure(null);
     if (q !== "") void load(null, []);
   }, [q]);
   return (
     <section class="search-results" aria-label="Search results">
       <h1>Search: {q}</h1>
       <p class="muted">Words must all occur; "a phrase", a OR b, -word and prefix* work too.</p>
-      {error && (
+      {failure && (
         <p role="alert" class="error">
-          {error}
+          {failure.message}
         </p>
       )}
-      {failed !== null && hits !== null && (
-        <button type="button" onClick={() => void load(failed === "" ? null : failed, hits)}>
+      {failure && hits !== null && (
+        <button type="button" onClick={() => void load(failure.after, hits)}>
           Try again
         </button>
       )}
       {hits === null ? (
         <p class="muted">Searching…</p>
-      ) : hits.length === 0 && failed === null ? (
+      ) : hits.length === 0 && failure === null ? (
         <p class="muted">Nothing found.</p>
       ) : (
         <ul>
