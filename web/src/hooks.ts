@@ -3,9 +3,16 @@ import { useEffect, useState } from "preact/hooks";
 import type { Observable } from "./app.js";
 
 export function useStore<T>(store: Observable<T>): T {
+  const rendered = store.value;
   const [, setTick] = useState(0);
-  useEffect(() => store.subscribe(() => setTick((n) => n + 1)), [store]);
-  return store.value;
+  useEffect(() => {
+    const unsubscribe = store.subscribe(() => setTick((n) => n + 1));
+    // Effects run after paint: a change that landed between this render and the subscription
+    // (the welcome frame arriving just as a page first draws) would otherwise never be shown.
+    if (store.value !== rendered) setTick((n) => n + 1);
+    return unsubscribe;
+  }, [store]);
+  return rendered;
 }
 
 /** Where a search hit points: the transcript page (`before`, null = newest) and its row. */
