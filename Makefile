@@ -72,6 +72,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.pages
 	$(BIN)/python -m bench.agent_latency
 	$(BIN)/python -m bench.fleet
+	$(BIN)/python -m bench.writer
 	$(BIN)/python -m bench.startup
 
 # The web client (web/, TypeScript + Vite) built into the package at api/web_dist, which c2

@@ -10,7 +10,9 @@ last quarter of the run: a growing backlog shows as the second far above the fir
 carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
 a noisy machine, unlike latency) per delivered frame and as % of a core, and its RSS. Before and
 after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
-lines) beside c2 flat out with 10 clients, as a ratio.
+lines) beside c2 flat out with 10 clients, as a ratio; then a reader that also parses each
+chunk and records it as two rows in SQLite (the least a server that keeps every chunk does), to
+show how much of that ceiling any such server can reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
 [--no-ceiling] [--profile FILE]
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.sse_reader import RawSse
+from bench.writer import floor_db, insert_chunks
+from c2.core.store.database import COMMIT_INTERVAL
 from tests.agents.scripted_agent import launch_spec
 from tests.e2e.harness import C2Process, Client
 
@@ -43,6 +47,7 @@ TARGETS = (
     "< 15 us server CPU per delivered frame; flat out with 10 clients >= 80% of the bare reader"
 )
 TICKS = os.sysconf("SC_CLK_TCK")
+IDLE_SECONDS = 2.0
 REPO = Path(__file__).resolve().parent.parent
 PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py starts yappi in the server
 
@@ -91,9 +96,16 @@ def rss_mib(pid: int) -> float:
 # -- the bare-reader ceiling ---------------------------------------------------------------------
 
 
-async def bare_reader_rate(chunks: int, cwd: Path) -> float:
+async def bare_reader_rate(chunks: int, cwd: Path, durable: Path | None = None) -> float:
     """Chunks/s of one `/stamped` agent (the ACP SDK's own encoding per chunk, as a real agent
-    pays it) into a reader that only splits its stdout into lines."""
+    pays it) into a reader that only splits its stdout into lines.
+
+    With `durable` (a folder), the reader also does the least any server that records every
+    chunk must: parse each line and insert its transcript row and event into c2's two tables
+    on SQLite, one transaction per commit interval (bench/writer.py's floor database)."""
+    db = floor_db(durable / "durable-reader.db") if durable is not None else None
+    rows: list[tuple[str, int, str, str]] = []
+    flushed = time.monotonic()
     spec = launch_spec(cwd)
     proc = await asyncio.create_subprocess_exec(
         spec.command,
@@ -140,14 +152,26 @@ async def bare_reader_rate(chunks: int, cwd: Path) -> float:
             line = await stdout.readline()
             if b"agent_message_chunk" in line:
                 seen += 1
+                if db is not None:
+                    text = json.loads(line)["params"]["update"]["content"]["text"]
+                    part = json.dumps({"kind": "text", "text": text})
+                    event = json.dumps({"event": "agent_text_chunk", "seq": seen, "text": text})
+                    rows.append((session, seen, part, event))
+                    if time.monotonic() - flushed >= COMMIT_INTERVAL:
+                        insert_chunks(db, rows)
+                        rows, flushed = [], time.monotonic()
             elif b'"id":3' in line.replace(b" ", b""):
                 break
+        if db is not None and rows:
+            insert_chunks(db, rows)
         elapsed = time.perf_counter() - started
         assert seen == chunks, seen
         return chunks / elapsed
     finally:
         proc.kill()
         await proc.wait()
+        if db is not None:
+            db.close()
 
 
 # -- client workers (separate processes) ---------------------------------------------------------
@@ -267,6 +291,7 @@ class FleetResult:
     rss_mib: float = 0.0
     agents_cpu_s: float = 0.0  # the load generator: the S agents
     clients_cpu_s: float = 0.0  # the SSE client processes
+    idle_cpu: float = 0.0  # the server's share of a core before the agents stream
 
     def line(self) -> str:
         ordered = sorted(self.latencies_ms) or [float("nan")]
@@ -283,7 +308,8 @@ class FleetResult:
             f"RSS {self.rss_mib:.0f} MiB"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
-            f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core"
+            f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
+            f"server idle with the agents live and the streams open {self.idle_cpu:.1%}"
         )
 
 
@@ -331,6 +357,11 @@ async def fleet(
         chunks = int(rate * seconds)
         paths = [("/v1/events", sessions)] * clients + [(f"/v1/events?session={s}", 1) for s in ids]
         pool = spawn_workers(server, paths, workers, timeout=seconds * 3 + 60)
+        # What S live agents and 10 + S open streams cost with nothing flowing: any work that
+        # grows with sessions rather than chunks (a timer, a poll) shows here.
+        idle0 = cpu_seconds(pid)
+        await asyncio.sleep(IDLE_SECONDS)
+        result.idle_cpu = (cpu_seconds(pid) - idle0) / IDLE_SECONDS
         if profile is not None:
             os.kill(pid, signal.SIGUSR1)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
@@ -435,11 +466,14 @@ async def main() -> None:
                 bare = await bare_reader_rate(args.ceiling_chunks, cwd)
                 c2 = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
                 bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
+                durable = await bare_reader_rate(args.ceiling_chunks, cwd, Path(tmp))
                 ceiling = (bare + bare_after) / 2
                 print(
                     f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s "
                     f"(before/after), c2 to {args.clients} clients {c2:.0f} chunks/s "
-                    f"= {c2 / ceiling:.0%}"
+                    f"= {c2 / ceiling:.0%}\n"
+                    f"          a reader that only parses and records each chunk (two rows, "
+                    f"SQLite, no clients): {durable:.0f} chunks/s = {durable / ceiling:.0%}"
                 )
             for size in sizes:
                 result = await fleet(

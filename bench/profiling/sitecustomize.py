@@ -13,7 +13,7 @@ Two profilers (C2_BENCH_PROFILER):
   thread is sampled too: its top frame is where it waits (the loop's run, the writer's get).
 - `yappi` (`pip install yappi`): exact call counts and CPU per function, every call traced;
   costs several times the server's CPU, so batches grow and per-wake costs shrink. Written
-  as pstats to PATH.pstat.
+  as pstats to PATH.pstat, and each busy thread alone to PATH.<thread>-<id>.pstat.
 Both add garbage-collection counts and CPU per generation (a collection is charged to
 whatever function allocated when it started, in either profile).
 """
@@ -142,6 +142,10 @@ def _stop_profile(_signum: int, _frame: object) -> None:
         yappi.get_func_stats().save(f"{_OUT}.pstat", type="pstat")
         for thread in yappi.get_thread_stats():
             lines.append(f"{thread.ttot:8.3f} s CPU  {thread.name} ({thread.id})")
+            # Each busy thread on its own too: the writer's costs drown in the loop's otherwise.
+            if thread.ttot >= 0.1:
+                stats = yappi.get_func_stats(filter={"ctx_id": thread.id})
+                stats.save(f"{_OUT}.{thread.name}-{thread.id}.pstat", type="pstat")
     else:
         _stop.set()
         if _sampler is not None:

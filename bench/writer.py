@@ -1,0 +1,168 @@
+"""The store's writer alone: CPU per streamed chunk, on a real SQLite file.
+
+An agent's text chunk costs the writer one transcript row, one event, the search index step
+and its share of a transaction. `bench/fleet.py` sees that cost mixed with everything else on a
+noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks
+(`transcript_row`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
+given rate, and the figure is the writer thread's own CPU time (read on the writer thread by a
+job at the start and the end), which load on the machine barely moves.
+
+    python -m bench.writer [--sessions 20] [--rate 2000] [--seconds 5] [--burst 1]
+
+`--rate` is chunks/s over all sessions; `--burst` chunks per job (one read of an agent's pipe
+holds several when it streams fast). The SQLite floor printed beside it is the same two rows
+per chunk inserted with the sqlite3 module alone, in transactions of the size the writer made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from c2.core.agent_feed import transcript_row
+from c2.core.agents.updates import TextChunk
+from c2.core.store.database import COMMIT_INTERVAL, Store, UnitOfWork
+
+
+def _chunk_job(session: str, n: int) -> Callable[[UnitOfWork], None]:
+    """The write `AgentFeed` queues for one text chunk: its transcript row, then its event."""
+    row = transcript_row(session, TextChunk(message_id=f"m-{session}", text=f"w{n} "))
+    assert row is not None
+    part, event_at = row
+
+    def write(uow: UnitOfWork) -> None:
+        uow.emit(event_at(uow.parts.append(session, "agent", part)))
+
+    return write
+
+
+async def _feed(store: Store, sessions: int, rate: float, seconds: float, burst: int) -> int:
+    names = [f"bench-{i:04d}" for i in range(sessions)]
+    interval = burst / rate
+    sent = 0
+    start = time.monotonic()
+    last: asyncio.Future[None] | None = None
+    while (now := time.monotonic()) < start + seconds:
+        due = int((now - start) / interval)
+        while sent // burst < due:
+            session = names[(sent // burst) % sessions]
+            last = store.submit_steps(
+                [_chunk_job(session, sent + k) for k in range(burst)], paced=True
+            )
+            sent += burst
+        await asyncio.sleep(interval / 2)
+    if last is not None:
+        await last
+    return sent
+
+
+async def writer_cost(
+    directory: Path, sessions: int, rate: float, seconds: float, burst: int, interval: float
+) -> tuple[float, int, int]:
+    """(writer CPU s, chunks written, transactions) for one run."""
+    store = Store(f"sqlite:///{directory / 'c2.db'}", commit_interval=interval)
+    store.migrate()
+    store.start()
+    try:
+        cpu0 = await store.submit(lambda _uow: time.thread_time())
+        chunks = await _feed(store, sessions, rate, seconds, burst)
+        cpu1 = await store.submit(lambda _uow: time.thread_time())
+    finally:
+        store.close()
+    # A transaction stamps all its events with one time: their count is the transactions'.
+    with sqlite3.connect(directory / "c2.db") as db:
+        (commits,) = db.execute("SELECT COUNT(DISTINCT created_at) FROM events").fetchone()
+    return cpu1 - cpu0, chunks, int(commits)
+
+
+def floor_db(path: Path) -> sqlite3.Connection:
+    """A SQLite file with c2's `parts` and `events` tables and indexes, its pragmas, and
+    nothing else: what recording a chunk costs the database itself."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(
+        "CREATE TABLE parts (session_id TEXT, seq INTEGER, role TEXT, part_json TEXT,"
+        " PRIMARY KEY (session_id, seq));"
+        "CREATE INDEX ix_parts_user ON parts (session_id, seq) WHERE role = 'user';"
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT,"
+        " payload TEXT NOT NULL, created_at TEXT NOT NULL);"
+        "CREATE INDEX ix_events_session_seq ON events (session_id, seq);"
+        "CREATE INDEX ix_events_created_at ON events (created_at);"
+    )
+    return db
+
+
+def insert_chunks(db: sqlite3.Connection, rows: list[tuple[str, int, str, str]]) -> None:
+    """One transaction of (session, seq, part JSON, event JSON) rows."""
+    stamp = "2026-12-04 00:00:00.000000"
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany(
+        "INSERT INTO parts VALUES (?, ?, 'agent', ?)", [(s, n, part) for s, n, part, _ in rows]
+    )
+    db.executemany(
+        "INSERT INTO events (session_id, payload, created_at) VALUES (?, ?, ?)",
+        [(s, event, stamp) for s, _, _, event in rows],
+    )
+    db.execute("COMMIT")
+
+
+def sqlite_floor(directory: Path, chunks: int, per_transaction: int) -> float:
+    """CPU µs per chunk of the same rows through the sqlite3 module alone."""
+    db = floor_db(directory / "floor.db")
+    part = json.dumps({"kind": "text", "text": "w1 "})
+    event = json.dumps({"event": "agent_text_chunk", "session": "bench-0000", "text": "w1 "})
+    started = time.process_time()
+    for first in range(0, chunks, per_transaction):
+        last = min(chunks, first + per_transaction)
+        insert_chunks(db, [(f"s{n % 20}", n, part, event) for n in range(first, last)])
+    db.close()
+    return (time.process_time() - started) / chunks * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=2000, help="chunks/s, all sessions")
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--burst", type=int, default=1, help="chunks per write job")
+    parser.add_argument(
+        "--interval-ms", type=float, default=COMMIT_INTERVAL * 1000, help="commit interval"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="c2-bench-writer-") as tmp:
+        cpu, chunks, commits = asyncio.run(
+            writer_cost(
+                Path(tmp),
+                args.sessions,
+                args.rate,
+                args.seconds,
+                args.burst,
+                args.interval_ms / 1000,
+            )
+        )
+        per_tx = max(1, round(chunks / max(1, commits)))
+        floor = sqlite_floor(Path(tmp), chunks, per_tx)
+    print(
+        f"writer: {args.sessions} sessions, {args.rate:,.0f} chunks/s, {args.burst} per job,"
+        f" {args.interval_ms:g} ms commit interval: {chunks:,} chunks in {commits:,} transactions"
+        f" ({chunks / max(1, commits):.1f} each)"
+    )
+    print(
+        f"  writer CPU {cpu / chunks * 1e6:6.1f} us per chunk ({cpu / args.seconds:.0%} of a core)"
+    )
+    print(f"  sqlite3 alone, same rows and transactions: {floor:6.1f} us per chunk")
+    print(
+        "  (no target of its own: issue 17's < 15 us of server CPU per delivered frame leaves"
+        " ~165 us per chunk for everything at 10 + 1 clients)"
+    )
+
+
+if __name__ == "__main__":
+    main()
