@@ -10,7 +10,8 @@ last quarter of the run: a growing backlog shows as the second far above the fir
 carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
 a noisy machine, unlike latency) per delivered frame and as % of a core, and its RSS. Before and
 after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
-lines) beside c2 flat out with 10 clients, as a ratio; then a reader that also parses each
+lines) beside c2 flat out with 10 clients (which only count, so they leave the cores to c2),
+as a ratio, with where the cores went; then a reader that also parses each
 chunk and records it as two rows in SQLite (the least a server that keeps every chunk does), to
 show how much of that ceiling any such server can reach.
 
@@ -201,6 +202,9 @@ async def run_worker(spec: dict[str, Any]) -> None:
                     break
         counts.append(chunks)
 
+    async def count(stream: RawSse, turns: int) -> None:
+        counts.append(await stream.count(b'"text":"t=', b'"turn_ended"', turns, ready.set))
+
     streams = []
     for path, _turns in spec["paths"]:
         stream = RawSse("127.0.0.1", spec["port"], path, spec["bearer"])
@@ -208,7 +212,7 @@ async def run_worker(spec: dict[str, Any]) -> None:
         streams.append(stream)
     ready = asyncio.Event()
     tasks = [
-        asyncio.create_task(consume(s, turns))
+        asyncio.create_task((count if spec.get("count_only") else consume)(s, turns))
         for s, (_p, turns) in zip(streams, spec["paths"], strict=True)
     ]
     await ready.wait()
@@ -234,14 +238,26 @@ class Worker:
 
 
 def spawn_workers(
-    server: C2Process, paths: list[tuple[str, int]], n: int, timeout: float
+    server: C2Process,
+    paths: list[tuple[str, int]],
+    n: int,
+    timeout: float,
+    count_only: bool = False,
 ) -> list[Worker]:
+    """`n` client processes reading `paths` (path, turns to wait for); `count_only`: they only
+    count chunks (no latency), at a byte search per read instead of work per frame."""
     workers = []
     for i in range(n):
         mine = paths[i::n]
         if not mine:
             continue
-        spec = {"port": server.port, "bearer": server.bearer, "paths": mine, "timeout": timeout}
+        spec = {
+            "port": server.port,
+            "bearer": server.bearer,
+            "paths": mine,
+            "timeout": timeout,
+            "count_only": count_only,
+        }
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.fleet", "--worker", json.dumps(spec)],
             stdout=subprocess.PIPE,
@@ -344,6 +360,7 @@ async def fleet(
     clients: int,
     workers: int,
     profile: Path | None = None,
+    session_clients: bool = True,
 ) -> FleetResult:
     assert server.proc is not None
     pid = server.proc.pid
@@ -355,7 +372,9 @@ async def fleet(
             assert (await http.prompt(sid, "/blast 5")).status_code == 202
         await wait_idle(http, ids, 120)
         chunks = int(rate * seconds)
-        paths = [("/v1/events", sessions)] * clients + [(f"/v1/events?session={s}", 1) for s in ids]
+        paths = [("/v1/events", sessions)] * clients
+        if session_clients:
+            paths += [(f"/v1/events?session={s}", 1) for s in ids]
         pool = spawn_workers(server, paths, workers, timeout=seconds * 3 + 60)
         # What S live agents and 10 + S open streams cost with nothing flowing: any work that
         # grows with sessions rather than chunks (a timer, a poll) shows here.
@@ -376,7 +395,7 @@ async def fleet(
         if profile is not None:
             await stop_profile(pid, profile)
         result.rss_mib = rss_mib(pid)
-        result.offered = chunks * sessions * (clients + 1)
+        result.offered = chunks * sessions * (clients + session_clients)
         result.delivered = sum(counts)
         result.lost = result.offered - result.delivered
         result.latencies_ms = latencies
@@ -409,21 +428,32 @@ async def stop_profile(pid: int, profile: Path) -> None:
         await asyncio.sleep(0.2)
 
 
-async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> float:
-    """Chunks/s of one `/stamped` session, flat out, delivered to `clients` global streams."""
+async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> tuple[float, str]:
+    """Chunks/s of one `/stamped` session, flat out, delivered to `clients` global streams,
+    and where the cores went meanwhile."""
+    assert server.proc is not None
+    pid = server.proc.pid
     http = Client(server)
     try:
         sid = (await http.new_session(cwd))["id"]
         await http.prompt(sid, "/blast 5")
         await wait_idle(http, [sid], 60)
-        pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300)
+        # Clients that read frame by frame would need more CPU than the machine has at these
+        # rates (~4.6 us per frame each): counting only, they leave the cores to c2.
+        pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300, count_only=True)
         started = time.perf_counter()
+        server0, agent0, clients0 = cpu_seconds(pid), children_cpu(pid), _reaped_cpu()
         await http.prompt(sid, f"/stamped {chunks}")
         _lat, counts, _incomplete = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
+        cores = (
+            f"server {(cpu_seconds(pid) - server0) / elapsed:.0%}, "
+            f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "
+            f"clients {(_reaped_cpu() - clients0) / elapsed:.0%} of a core"
+        )
         assert min(counts) == chunks, counts
         await http.http.delete(f"/v1/sessions/{sid}")
-        return chunks / elapsed
+        return chunks / elapsed, cores
     finally:
         await http.aclose()
 
@@ -435,7 +465,14 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=10, help="global-stream clients")
     parser.add_argument("--workers", type=int, default=2, help="client processes")
-    parser.add_argument("--ceiling-chunks", type=int, default=20000)
+    parser.add_argument(
+        "--no-session-clients",
+        action="store_true",
+        help="only the global-stream clients (with --clients 1: what taking the chunks in and "
+        "recording them costs, nearly without fan-out)",
+    )
+    # Long enough that the turn's start and end (a fixed ~0.1-0.2 s) do not weigh on the rate.
+    parser.add_argument("--ceiling-chunks", type=int, default=100_000)
     parser.add_argument(
         "--no-ceiling", action="store_true", help="skip the flat-out runs (quick fleet figures)"
     )
@@ -464,14 +501,14 @@ async def main() -> None:
         try:
             if not args.no_ceiling:
                 bare = await bare_reader_rate(args.ceiling_chunks, cwd)
-                c2 = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
+                c2, cores = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
                 bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
                 durable = await bare_reader_rate(args.ceiling_chunks, cwd, Path(tmp))
                 ceiling = (bare + bare_after) / 2
                 print(
                     f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s "
                     f"(before/after), c2 to {args.clients} clients {c2:.0f} chunks/s "
-                    f"= {c2 / ceiling:.0%}\n"
+                    f"= {c2 / ceiling:.0%} ({cores})\n"
                     f"          a reader that only parses and records each chunk (two rows, "
                     f"SQLite, no clients): {durable:.0f} chunks/s = {durable / ceiling:.0%}"
                 )
@@ -485,6 +522,7 @@ async def main() -> None:
                     args.clients,
                     args.workers,
                     Path(args.profile).resolve() if args.profile else None,
+                    session_clients=not args.no_session_clients,
                 )
                 print(f"{result.line()}  (load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:

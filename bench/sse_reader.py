@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 
@@ -63,6 +63,42 @@ class RawSse:
                         payload.append(line[5:].lstrip())
                 if payload:
                     yield seq, "\n".join(payload)
+
+    async def count(
+        self, marker: bytes, end: bytes, ends: int, on_welcome: Callable[[], None]
+    ) -> int:
+        """How many times `marker` occurs in the body after the first frame (the welcome, then
+        `on_welcome()`) and before the `ends`-th `end`, where reading stops. No framing and no
+        decoding: a flat-out client costs a byte search per read, so it is not what limits the
+        run. An occurrence split across two reads counts once (each pattern carries a tail of
+        the bytes before, one shorter than itself)."""
+        markers = ended = 0
+        marker_tail = end_tail = b""
+        head: bytes | None = b""  # None once the welcome is past
+        async for data in self._body():
+            if head is not None:
+                head += data
+                at = head.find(b"\n\n")
+                if at < 0:
+                    continue
+                data, head = head[at + 2 :], None
+                on_welcome()
+            window = end_tail + data
+            if ended + window.count(end) >= ends:
+                at = -1
+                for _ in range(ends - ended):
+                    at = window.find(end, at + 1)
+                data = data[: max(0, at + len(end) - len(end_tail))]
+                ended = ends
+            else:
+                ended += window.count(end)
+                end_tail = window[len(window) - len(end) + 1 :]
+            window = marker_tail + data
+            markers += window.count(marker)
+            marker_tail = window[len(window) - len(marker) + 1 :]
+            if ended >= ends:
+                break
+        return markers
 
 
 def event_of(data: str) -> dict[str, Any]:

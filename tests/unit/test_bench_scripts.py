@@ -3,11 +3,15 @@ import) must fail here, not when someone next runs `make bench`."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from bench.sse_reader import RawSse
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(
@@ -32,3 +36,31 @@ def test_bench_script_imports_and_explains_itself(script: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout
+
+
+def _count(reads: list[bytes]) -> tuple[int, int]:
+    """(chunks counted, welcomes seen) of RawSse.count over a body arriving as `reads`."""
+    reader = RawSse("127.0.0.1", 0, "/", "")
+
+    async def body() -> AsyncIterator[bytes]:
+        for data in reads:
+            yield data
+
+    reader._body = body  # type: ignore[method-assign]
+    welcomes: list[bool] = []
+    found = asyncio.run(
+        reader.count(b'"text":"t=', b'"turn_ended"', 1, lambda: welcomes.append(True))
+    )
+    return found, len(welcomes)
+
+
+def test_the_counting_client_counts_each_chunk_once_however_reads_split_it() -> None:
+    """bench.fleet's flat-out clients count bytes, not frames: a chunk split across two reads
+    (at any byte) counts once, the welcome frame's bytes are skipped, and counting stops at the
+    last awaited turn end."""
+    welcome = b'data: {"kind":"sessions","note":{"text":"t=0"}}\n\n'  # a marker: skipped
+    chunk = b'id: 7\ndata: {"kind":"event","event":{"text":"t=123"}}\n\n'
+    end = b'data: {"event":"turn_ended"}\n\n'
+    body = welcome + chunk * 3 + end + chunk  # the chunk after the turn's end is not counted
+    for cut in range(1, len(body)):
+        assert _count([body[:cut], body[cut:]]) == (3, 1), cut
