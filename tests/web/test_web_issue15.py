@@ -97,6 +97,38 @@ def test_search_finds_a_prompt_word_and_opens_its_page(page: Page, c2: C2Process
     expect(conversation.get_by_role("article").last).to_contain_text("later-29")
 
 
+def test_a_phone_reaches_search_from_any_page(page: Page, c2: C2Process, tmp_path: Path):
+    """On a phone every page but home is full screen, so the sidebar's search box is out of
+    reach there: the top bar links to the search page, which opens with its box focused. On a
+    desktop the box is always in the sidebar and the link is not shown."""
+    session = new_session(c2, tmp_path)
+    with api(c2) as client:
+        _prompt_and_wait(client, session["id"], "/text phone finds mandolinquartz")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(c2.base_url + f"/#/s/{session['id']}")
+    expect(page.get_by_role("region", name="Conversation")).to_contain_text("mandolinquartz")
+    box = page.get_by_role("textbox", name="Search")
+    expect(box).to_be_hidden()
+    page.get_by_role("link", name="Search", exact=True).click()
+    expect(box).to_be_visible()
+    expect(box).to_be_focused()
+    results = page.get_by_role("region", name="Search results")
+    expect(results.get_by_role("heading", level=1)).to_have_text("Search")
+    expect(results).not_to_contain_text("Searching")
+    box.fill("mandolinquartz")
+    box.press("Enter")
+    expect(results.get_by_role("listitem").filter(has_text="mandolinquartz")).not_to_have_count(0)
+    shots = Path(os.environ.get("C2_SCREENSHOT_DIR") or tmp_path)
+    page.screenshot(path=str(shots / "search-phone.png"))
+    # Home and the search page show the box itself; a desktop always does.
+    expect(page.get_by_role("link", name="Search", exact=True)).to_be_hidden()
+    page.goto(c2.base_url + f"/#/s/{session['id']}")
+    expect(page.get_by_role("link", name="Search", exact=True)).to_be_visible()
+    page.set_viewport_size({"width": 1280, "height": 800})
+    expect(page.get_by_role("link", name="Search", exact=True)).to_be_hidden()
+    expect(box).to_be_visible()
+
+
 def test_a_failed_search_says_so_and_can_be_tried_again(page: Page, c2: C2Process, tmp_path: Path):
     """A search whose request fails (the network, not c2) says so instead of "Nothing found",
     and "Try again" asks again once the network is back."""

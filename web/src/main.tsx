@@ -69,6 +69,10 @@ function Shell() {
         <ConnectionStatus />
         <NeedsYou current={current} />
         <span class="spacer" />
+        {/* Phones show the search box only on the home and search pages: elsewhere, a link to it. */}
+        <a class="to-search" href="#/search">
+          Search
+        </a>
         <a href="#/devices">Devices</a>
         <a href="#/usage">Usage</a>
         <a href="#/webhooks">Webhooks</a>
@@ -76,7 +80,10 @@ function Shell() {
         <NewSessionButton />
       </header>
       <aside class="side">
-        <SearchBox initial={route.page === "search" ? route.q : ""} />
+        <SearchBox
+          initial={route.page === "search" ? route.q : ""}
+          focus={route.page === "search" && route.q === ""}
+        />
         <SessionList current={current} />
       </aside>
       <main class="main">

@@ -6,7 +6,7 @@
  * Snippets are plain text with matches wrapped in literal `<mark>…</mark>` and nothing else
  * escaped, so they are split on those tags into text nodes: never parsed as HTML.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { sessions } from "../app.js";
 import { search } from "../c2/generated/sdk.gen.js";
 import type { SearchHit } from "../c2/generated/types.gen.js";
@@ -39,9 +39,14 @@ const KIND_LABELS: Record<SearchHit["kind"], string> = {
   title: "title",
 };
 
-export function SearchBox({ initial }: { initial: string }) {
+/** The search box; `focus`: take the keyboard (the search page opened with no words yet). */
+export function SearchBox({ initial, focus }: { initial: string; focus: boolean }) {
   const [q, setQ] = useState(initial);
+  const input = useRef<HTMLInputElement>(null);
   useEffect(() => setQ(initial), [initial]);
+  useEffect(() => {
+    if (focus) input.current?.focus();
+  }, [focus]);
   return (
     <form
       role="search"
@@ -52,6 +57,7 @@ export function SearchBox({ initial }: { initial: string }) {
       }}
     >
       <input
+        ref={input}
         type="text"
         aria-label="Search"
         placeholder="Search all sessions"
@@ -103,7 +109,7 @@ export function SearchPage({ q }: { q: string }) {
   }, [q]);
   return (
     <section class="search-results" aria-label="Search results">
-      <h1>Search: {q}</h1>
+      <h1>{q === "" ? "Search" : `Search: ${q}`}</h1>
       <p class="muted">Words must all occur; "a phrase", a OR b, -word and prefix* work too.</p>
       {failure && (
         <p role="alert" class="error">
@@ -115,7 +121,7 @@ export function SearchPage({ q }: { q: string }) {
           Try again
         </button>
       )}
-      {hits === null ? (
+      {q === "" ? null : hits === null ? (
         <p class="muted">Searching…</p>
       ) : hits.length === 0 && failure === null ? (
         <p class="muted">Nothing found.</p>
