@@ -11,9 +11,9 @@ carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` proc
 a noisy machine, unlike latency) per delivered frame and as % of a core, and its RSS. Before and
 after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
 lines) beside c2 flat out with 10 clients (which only count, so they leave the cores to c2),
-as a ratio, with where the cores went; then a reader that also parses each
-chunk and records it as two rows in SQLite (the least a server that keeps every chunk does), to
-show how much of that ceiling any such server can reach.
+as a ratio, with where the cores went; then a reader that also parses each chunk and records it
+as two rows in SQLite (the least a server that keeps every chunk does), to show how much of
+that ceiling any such server can reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
 [--no-ceiling] [--profile FILE]

@@ -5,7 +5,8 @@ and its share of a transaction. `bench/fleet.py` sees that cost mixed with every
 noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks
 (`transcript_row`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
 given rate, and the figure is the writer thread's own CPU time (read on the writer thread by a
-job at the start and the end), which load on the machine barely moves.
+job at the start and the end): on this shared machine it still varies by ~15 % from run to
+run, so compare changes over several alternating runs.
 
     python -m bench.writer [--sessions 20] [--rate 2000] [--seconds 5] [--burst 1]
 
