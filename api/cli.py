@@ -35,16 +35,20 @@ def _serve(args: argparse.Namespace) -> int:
     from c2.api.settings import url_host
     from c2.core.providers import ProviderConfigError, ProviderRegistry
 
-    settings = Settings.build(
-        home=args.home,
-        host=args.host,
-        port=args.port,
-        allow_hosts=args.allow_host,
-        allow_origins=args.allow_origin,
-        vapid_subject=args.vapid_subject,
-        cluster=args.cluster,
-        advertise_url=args.advertise_url,
-    )
+    try:
+        settings = Settings.build(
+            home=args.home,
+            host=args.host,
+            port=args.port,
+            allow_hosts=args.allow_host,
+            allow_origins=args.allow_origin,
+            trusted_proxies=args.trusted_proxy,
+            vapid_subject=args.vapid_subject,
+            cluster=args.cluster,
+            advertise_url=args.advertise_url,
+        )
+    except ValueError as exc:  # a value of the environment or a flag: one clear line
+        return _fail(exc, 2)
     if settings.vapid_subject and not settings.vapid_subject.startswith(("mailto:", "https:")):
         return _fail("--vapid-subject must be a mailto: or https: URI", 2)
     try:
@@ -145,6 +149,7 @@ ENVIRONMENT = f"""environment:
   C2_MAX_CONNECTIONS        concurrent connections served (default {Settings.max_connections})
   C2_MAX_STREAMS_PER_DEVICE event streams one device may open (default 32)
   C2_STORE_RETRY_SECONDS    store retry window in seconds (default 30)
+  C2_TRUSTED_PROXIES        reverse proxies trusted for X-Forwarded-For, comma-separated
   C2_VAPID_SUBJECT          Web Push VAPID `sub` when --vapid-subject is not given
   C2_WEBHOOK_BACKOFF_SCALE  multiplies webhook retry delays (default 1)
   C2_CLUSTER                1: the same as --cluster
@@ -199,6 +204,14 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="allow CORS from this origin (closed by default)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a reverse proxy (IP address or network) whose X-Forwarded-For names the client; "
+        "also $C2_TRUSTED_PROXIES, comma-separated (default: none, headers are ignored)",
     )
     serve.add_argument(
         "--vapid-subject",

@@ -193,7 +193,10 @@ def build_server(
         log_level=log_level,
         log_config=uvicorn_log_config(),
         access_log=access_log,
-        proxy_headers=False,  # the peer address counts pairing attempts; never trust headers
+        # The client address counts pairing and auth attempts: taken from X-Forwarded-For only
+        # when the peer is one of the configured proxies, never from headers otherwise.
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies) or None,
         server_header=False,
         timeout_graceful_shutdown=int(max(1, settings.shutdown_grace_seconds)),
         http=protocol,

@@ -6,6 +6,7 @@ it is handed (the home is prepared by core/home.py).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ class Settings:
     port: int = DEFAULT_PORT
     allow_hosts: tuple[str, ...] = ()  # added to the loopback names; "*" allows any Host
     allow_origins: tuple[str, ...] = ()  # CORS stays closed while empty
+    # Reverse proxies whose X-Forwarded-For names the client (addresses or networks); empty:
+    # the peer address is the client, whatever headers say (docs/security.md).
+    trusted_proxies: tuple[str, ...] = ()
     event_retention_days: float = 7.0
     pairing_ttl_seconds: float = 15 * 60
     ticket_ttl_seconds: float = 5 * 60
@@ -74,6 +78,7 @@ class Settings:
         port: int = DEFAULT_PORT,
         allow_hosts: Sequence[str] = (),
         allow_origins: Sequence[str] = (),
+        trusted_proxies: Sequence[str] = (),
         vapid_subject: str | None = None,
         cluster: bool = False,
         advertise_url: str | None = None,
@@ -99,6 +104,9 @@ class Settings:
             port=port,
             allow_hosts=tuple(allow_hosts),
             allow_origins=tuple(allow_origins),
+            trusted_proxies=proxy_networks(
+                [*trusted_proxies, *env.get("C2_TRUSTED_PROXIES", "").split(",")]
+            ),
             event_retention_days=float(retention) if retention else 7.0,
             max_live_agents=max(1, int(max_agents)) if max_agents else 32,
             max_body_bytes=max(1024, int(max_body)) if max_body else cls.max_body_bytes,
@@ -126,6 +134,22 @@ class Settings:
             cluster_lease_seconds=max(0.5, float(lease)) if lease else DEFAULT_LEASE_SECONDS,
             cluster_secret=env.get("C2_CLUSTER_SECRET", ""),
         )
+
+
+def proxy_networks(values: Sequence[str]) -> tuple[str, ...]:
+    """The trusted proxies as networks (`10.0.0.5` → `10.0.0.5/32`), blanks dropped; a value
+    that is no address or network is a ValueError naming it (the server does not start)."""
+    networks: list[str] = []
+    for value in (v.strip() for v in values):
+        if not value:
+            continue
+        try:
+            networks.append(str(ipaddress.ip_network(value, strict=False)))
+        except ValueError:
+            raise ValueError(
+                f"trusted proxy {value!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
+    return tuple(dict.fromkeys(networks))
 
 
 def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:

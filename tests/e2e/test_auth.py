@@ -100,6 +100,29 @@ def test_auth_pairing_is_rate_limited(servers: ServerFactory):
         assert 1 <= int(limited.headers["retry-after"]) <= 60
 
 
+def test_auth_pairing_budget_is_per_client_behind_a_trusted_proxy(servers: ServerFactory):
+    """Behind a configured reverse proxy each client (its X-Forwarded-For) has its own pairing
+    budget, so one guesser cannot lock everyone out; without one, the header is ignored and
+    the peer address is the client (a client cannot pick a fresh budget by naming one)."""
+    trusted = servers.start(pair_attempts_per_minute=3, trusted_proxies=("127.0.0.0/8",))
+    plain = servers.start(pair_attempts_per_minute=3)
+    guesser, other = {"X-Forwarded-For": "203.0.113.5"}, {"X-Forwarded-For": "198.51.100.7"}
+    for live, other_limited in ((trusted, False), (plain, True)):
+        token = live.call(live.services.auth.mint_pairing_token)
+        with httpx.Client(base_url=live.base_url) as client:
+            for _ in range(3):
+                guess = client.post("/v1/pair", json={"token": "guess"}, headers=guesser)
+                _problem(guess, 401, "invalid_pairing_token")
+            _problem(
+                client.post("/v1/pair", json={"token": token}, headers=guesser), 429, "rate_limited"
+            )
+            paired = client.post("/v1/pair", json={"token": token}, headers=other)
+            if other_limited:
+                _problem(paired, 429, "rate_limited")
+            else:
+                assert paired.status_code == 200, paired.text
+
+
 def test_auth_host_allowlist(servers: ServerFactory):
     """Only loopback names (any port) and --allow-host names are answered; others get 421."""
     live = servers.start(allow_hosts=("c2.example",))

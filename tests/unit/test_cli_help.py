@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from c2.api.cli import main
+from c2.api.settings import Settings
 from c2.core.auth import digest
 from c2.core.session import utcnow
 from c2.core.store.database import Store, sqlite_url
@@ -87,3 +88,18 @@ def test_cli_serve_refuses_a_vapid_subject_that_is_not_a_uri(
         check=True,
     ).stdout
     assert "--vapid-subject" in out and "C2_WEBHOOK_BACKOFF_SCALE" in out
+
+
+def test_cli_serve_refuses_a_trusted_proxy_that_is_no_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """A trusted proxy must be an IP address or network, from the flag or from
+    `$C2_TRUSTED_PROXIES`; anything else stops `c2 serve` with one line naming it."""
+    code = main(["serve", "--home", str(tmp_path), "--port", "0", "--trusted-proxy", "lb.local"])
+    assert code == 2
+    assert "trusted proxy 'lb.local' is not an IP address or network" in capsys.readouterr().err
+    monkeypatch.setenv("C2_TRUSTED_PROXIES", "10.0.0.5, 10.1.0.0/16,")
+    assert Settings.build(home=tmp_path).trusted_proxies == ("10.0.0.5/32", "10.1.0.0/16")
+    monkeypatch.setenv("C2_TRUSTED_PROXIES", "10.0.0.0/33")
+    assert main(["serve", "--home", str(tmp_path), "--port", "0"]) == 2
+    assert "'10.0.0.0/33'" in capsys.readouterr().err
