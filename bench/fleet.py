@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import pstats
-import resource
 import signal
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.sse_reader import RawSse
 from bench.writer import floor_db, insert_chunks
@@ -217,6 +216,7 @@ async def run_worker(spec: dict[str, Any]) -> None:
     ]
     await ready.wait()
     print("ready", flush=True)
+    cpu_ready = time.process_time()  # this process's start-up is not the load's
     _done, pending = await asyncio.wait(tasks, timeout=spec["timeout"])
     for task in pending:
         task.cancel()
@@ -227,6 +227,7 @@ async def run_worker(spec: dict[str, Any]) -> None:
         "stamps_ms": stamps,
         "counts": counts,
         "incomplete": len(pending),
+        "cpu_s": time.process_time() - cpu_ready,
     }
     sys.stdout.write(json.dumps(result) + "\n")
 
@@ -271,19 +272,28 @@ def spawn_workers(
     return workers
 
 
-def collect(workers: list[Worker]) -> tuple[list[float], list[int], int]:
-    """Latencies (ms) in emission order, chunks per stream, streams that did not finish."""
+class Collected(NamedTuple):
+    latencies_ms: list[float]  # in emission order
+    counts: list[int]  # chunks per stream
+    incomplete: int  # streams that did not finish
+    cpu_s: float  # the workers' CPU from their streams' start to their end
+
+
+def collect(workers: list[Worker]) -> Collected:
+    """What the client workers saw, once they finished."""
     pairs: list[tuple[int, int]] = []
     counts: list[int] = []
     incomplete = 0
+    cpu = 0.0
     for worker in workers:
         out, _ = worker.proc.communicate()
         result = json.loads(out.strip().splitlines()[-1])
         pairs += zip(result["stamps_ms"], result["latencies_us"], strict=True)
         counts += result["counts"]
         incomplete += result["incomplete"]
+        cpu += result["cpu_s"]
     pairs.sort()
-    return [lat / 1000 for _stamp, lat in pairs], counts, incomplete
+    return Collected([lat / 1000 for _stamp, lat in pairs], counts, incomplete, cpu)
 
 
 # -- one fleet run -------------------------------------------------------------------------------
@@ -384,12 +394,13 @@ async def fleet(
         if profile is not None:
             os.kill(pid, signal.SIGUSR1)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
-        agents0, clients0 = children_cpu(pid), _reaped_cpu()
+        agents0 = children_cpu(pid)
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
-        latencies, counts, result.incomplete = await asyncio.to_thread(collect, pool)
+        seen = await asyncio.to_thread(collect, pool)
+        latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
         result.agents_cpu_s = children_cpu(pid) - agents0
-        result.clients_cpu_s = _reaped_cpu() - clients0
+        result.clients_cpu_s = seen.cpu_s
         result.wall_s = time.perf_counter() - wall0
         result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
         if profile is not None:
@@ -408,12 +419,6 @@ async def fleet(
     finally:
         await http.aclose()
     return result
-
-
-def _reaped_cpu() -> float:
-    """CPU of this process's children that ended (the client workers, once collected)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 async def stop_profile(pid: int, profile: Path) -> None:
@@ -442,16 +447,16 @@ async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> t
         # rates (~4.6 us per frame each): counting only, they leave the cores to c2.
         pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300, count_only=True)
         started = time.perf_counter()
-        server0, agent0, clients0 = cpu_seconds(pid), children_cpu(pid), _reaped_cpu()
+        server0, agent0 = cpu_seconds(pid), children_cpu(pid)
         await http.prompt(sid, f"/stamped {chunks}")
-        _lat, counts, _incomplete = await asyncio.to_thread(collect, pool)
+        seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
         cores = (
             f"server {(cpu_seconds(pid) - server0) / elapsed:.0%}, "
             f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "
-            f"clients {(_reaped_cpu() - clients0) / elapsed:.0%} of a core"
+            f"clients {seen.cpu_s / elapsed:.0%} of a core"
         )
-        assert min(counts) == chunks, counts
+        assert min(seen.counts) == chunks, seen.counts
         await http.http.delete(f"/v1/sessions/{sid}")
         return chunks / elapsed, cores
     finally:

@@ -26,9 +26,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
 from c2.core.agent_feed import transcript_row
 from c2.core.agents.updates import TextChunk
+from c2.core.session import utcnow
+from c2.core.store.buffer import SQLITE_DATETIME, SQLITE_INSERT_EVENTS, SQLITE_INSERT_PARTS
 from c2.core.store.database import COMMIT_INTERVAL, Store, UnitOfWork
+from c2.core.store.tables import EventRow, PartRow
 
 
 def _chunk_job(session: str, n: int) -> Callable[[UnitOfWork], None]:
@@ -83,34 +89,28 @@ async def writer_cost(
 
 
 def floor_db(path: Path) -> sqlite3.Connection:
-    """A SQLite file with c2's `parts` and `events` tables and indexes, its pragmas, and
-    nothing else: what recording a chunk costs the database itself."""
+    """A SQLite file with c2's `parts` and `events` tables and indexes (their DDL from c2's
+    table metadata), its pragmas, and nothing else: what recording a chunk costs the database
+    itself."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.executescript(
-        "CREATE TABLE parts (session_id TEXT, seq INTEGER, role TEXT, part_json TEXT,"
-        " PRIMARY KEY (session_id, seq));"
-        "CREATE INDEX ix_parts_user ON parts (session_id, seq) WHERE role = 'user';"
-        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT,"
-        " payload TEXT NOT NULL, created_at TEXT NOT NULL);"
-        "CREATE INDEX ix_events_session_seq ON events (session_id, seq);"
-        "CREATE INDEX ix_events_created_at ON events (created_at);"
-    )
+    dialect = sqlite.dialect()
+    for table in (PartRow.__table__, EventRow.__table__):  # type: ignore[attr-defined]
+        db.execute(str(CreateTable(table).compile(dialect=dialect)))
+        for index in table.indexes:
+            db.execute(str(CreateIndex(index).compile(dialect=dialect)))
     return db
 
 
 def insert_chunks(db: sqlite3.Connection, rows: list[tuple[str, int, str, str]]) -> None:
-    """One transaction of (session, seq, part JSON, event JSON) rows."""
-    stamp = "2026-12-04 00:00:00.000000"
+    """One transaction of (session, seq, part JSON, event JSON) rows, with the statements the
+    writer's bulk insert uses; each row's seq doubles as its event's (callers keep them unique
+    across sessions)."""
+    stamp = utcnow().strftime(SQLITE_DATETIME)
     db.execute("BEGIN IMMEDIATE")
-    db.executemany(
-        "INSERT INTO parts VALUES (?, ?, 'agent', ?)", [(s, n, part) for s, n, part, _ in rows]
-    )
-    db.executemany(
-        "INSERT INTO events (session_id, payload, created_at) VALUES (?, ?, ?)",
-        [(s, event, stamp) for s, _, _, event in rows],
-    )
+    db.executemany(SQLITE_INSERT_PARTS, [(s, n, "agent", part) for s, n, part, _ in rows])
+    db.executemany(SQLITE_INSERT_EVENTS, [(n, s, event, stamp) for s, n, _, event in rows])
     db.execute("COMMIT")
 
 

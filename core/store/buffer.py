@@ -27,9 +27,12 @@ _INSERT_PARTS = insert(_PARTS)
 
 
 # SQLAlchemy's SQLite DATETIME storage format, so rows written here read back like any other.
-_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
-_SQLITE_PARTS = "INSERT INTO parts (session_id, seq, role, part_json) VALUES (?, ?, ?, ?)"
-_SQLITE_EVENTS = "INSERT INTO events (seq, session_id, payload, created_at) VALUES (?, ?, ?, ?)"
+# (Public for bench/writer.py, which times these same statements without the writer.)
+SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
+SQLITE_INSERT_PARTS = "INSERT INTO parts (session_id, seq, role, part_json) VALUES (?, ?, ?, ?)"
+SQLITE_INSERT_EVENTS = (
+    "INSERT INTO events (seq, session_id, payload, created_at) VALUES (?, ?, ?, ?)"
+)
 
 PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
 
@@ -101,11 +104,11 @@ class WriteBuffer:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             if self.parts:
-                cursor.executemany(_SQLITE_PARTS, self.parts)
+                cursor.executemany(SQLITE_INSERT_PARTS, self.parts)
             if self.events:
-                stamp = now.strftime(_SQLITE_DATETIME)
+                stamp = now.strftime(SQLITE_DATETIME)
                 cursor.executemany(
-                    _SQLITE_EVENTS,
+                    SQLITE_INSERT_EVENTS,
                     [
                         (seq, sid, payload, stamp)
                         for seq, (sid, payload) in zip(seqs, self.events, strict=True)
