@@ -443,8 +443,8 @@ async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> t
         sid = (await http.new_session(cwd))["id"]
         await http.prompt(sid, "/blast 5")
         await wait_idle(http, [sid], 60)
-        # Clients that read frame by frame would need more CPU than the machine has at these
-        # rates (~4.6 us per frame each): counting only, they leave the cores to c2.
+        # Clients that read frame by frame would take ~0.9 of a core at these rates (~3 us per
+        # frame each): counting only, they leave the cores to c2.
         pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300, count_only=True)
         started = time.perf_counter()
         server0, agent0 = cpu_seconds(pid), children_cpu(pid)
