@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from c2.core.store.events import CommittedEvent
@@ -86,8 +86,17 @@ class EventRing:
         when events after `seq` may be older than the ring (read those from the log)."""
         if self._floor is None or seq < self._floor:
             return None
-        start = bisect_right(self._events, seq, key=_seq)
-        tail = islice(self._events, start, None)
+        events = self._events
+        start = bisect_right(events, seq, key=_seq)
+        newer = len(events) - start
+        tail: Iterable[CommittedEvent]
+        if start <= newer:
+            tail = islice(events, start, None)
+        else:
+            # A deque is walked from an end: from the newest one, a stream close behind (the
+            # usual case: every live catch-up) costs what it reads, not the whole ring.
+            tail = list(islice(reversed(events), newer))
+            tail.reverse()
         if session is None:
             return list(islice(tail, limit))
         return list(islice((ev for ev in tail if ev.session == session), limit))

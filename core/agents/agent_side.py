@@ -18,7 +18,7 @@ from acp.schema import RequestPermissionResponse
 from acp.utils import serialize_params
 from pydantic import BaseModel
 
-from c2.core.agents.stdio import LINE_LIMIT
+from c2.core.agents.framing import LINE_LIMIT
 
 
 class ServedAgent(Protocol):

@@ -16,14 +16,16 @@ import logging
 import os
 import signal
 import sys
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from c2.core.agents.environment import agent_environment
+from c2.core.agents.framing import LINE_LIMIT, Lines, parse_line
 
 logger = logging.getLogger(__name__)
 
-LINE_LIMIT = 64 * 1024 * 1024  # agents send single JSON lines well over 1 MiB
+READ_SIZE = 256 * 1024  # what one read of the agent's stdout takes at most
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
 ERROR_TAIL_LINES = 20
@@ -181,8 +183,11 @@ class NdjsonStdio:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         on_update: Callable[[object, bool], None],
+        line_limit: int = LINE_LIMIT,
     ) -> None:
         self._reader = reader
+        self._lines = Lines(line_limit)
+        self._ready: deque[bytes] = deque()  # lines read but not yet taken
         self._writer = writer
         self._on_update = on_update
         self._write_lock = asyncio.Lock()
@@ -216,7 +221,7 @@ class NdjsonStdio:
                 self.eof.set()
                 return None
             try:
-                message = json.loads(line)
+                message = parse_line(line)
             except ValueError:
                 logger.debug("ignoring a non-JSON line from the agent")
                 continue
@@ -235,23 +240,12 @@ class NdjsonStdio:
             return message
 
     async def _read_line(self) -> bytes | None:
-        oversized = False
-        while True:
-            try:
-                line = await self._reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                return exc.partial if exc.partial.strip() and not oversized else None
-            except asyncio.LimitOverrunError as exc:
-                # Bounded memory: a line over LINE_LIMIT is skipped, not buffered without end.
-                await self._reader.readexactly(exc.consumed)
-                oversized = True
-                continue
-            if oversized:
-                logger.warning("dropped an agent line over the %d-byte limit", LINE_LIMIT)
-                oversized = False
-                continue
-            if line.strip():
-                return line
+        while not self._ready:
+            data = await self._reader.read(READ_SIZE)
+            if not data:
+                return self._lines.end()
+            self._ready.extend(self._lines.feed(data))
+        return self._ready.popleft()
 
     async def close(self) -> None:
         """Close the agent's stdin (EOF tells a well-behaved agent to exit)."""

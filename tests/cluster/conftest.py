@@ -28,14 +28,14 @@ class Pair:
     b: C2Process
 
 
-def member(home: Path, url: str, **env: str) -> C2Process:
+def member(home: Path, url: str, lease: float = LEASE_SECONDS, **env: str) -> C2Process:
     """A cluster member on `url` (not started); `env` adds or overrides settings."""
     return C2Process(
         home,
         env={
             "C2_DATABASE_URL": url,
             "C2_CLUSTER": "1",
-            "C2_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
+            "C2_CLUSTER_LEASE_SECONDS": str(lease),
             **env,
         },
     )
@@ -50,11 +50,17 @@ def cluster_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, cluster_url: str) -> Iterator[Pair]:
+def lease_seconds() -> float:
+    """The pair's lease; a module whose tests are not about lapses overrides it."""
+    return LEASE_SECONDS
+
+
+@pytest.fixture
+def pair(tmp_path: Path, cluster_url: str, lease_seconds: float) -> Iterator[Pair]:
     """Instances A and B, started in that order, with one paired device; stopped (if still
     running) afterwards."""
-    a = member(tmp_path / "a", cluster_url)
-    b = member(tmp_path / "b", cluster_url)
+    a = member(tmp_path / "a", cluster_url, lease_seconds)
+    b = member(tmp_path / "b", cluster_url, lease_seconds)
     try:
         a.start()
         b.bearer = a.bearer  # one device, seen by both members (one database)

@@ -14,6 +14,14 @@ from tests.e2e.harness import SCRIPTED, Client, EventReader
 pytestmark = pytest.mark.postgres
 
 
+@pytest.fixture
+def lease_seconds() -> float:
+    """Long: these tests are about duplicates, not lapses. With the 2 s lease, a member slowed
+    that long by a loaded machine was judged gone mid-create; its peer took the claim over
+    and ran the op, and the slow member's create then ended 503, as designed for a lapse."""
+    return 30.0
+
+
 async def test_a_duplicate_create_sent_to_both_members_runs_once(
     pair: Pair, tmp_path: Path
 ) -> None:

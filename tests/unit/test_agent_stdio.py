@@ -1,4 +1,5 @@
-"""NdjsonStdio framing: update interception order, replay flag, junk and oversized lines."""
+"""NdjsonStdio and its framing: update interception order, replay flag, junk and oversized
+lines, reads split into lines, JSON parsed as the standard parser reads it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from c2.core.agents.framing import Lines, parse_line
 from c2.core.agents.stdio import NdjsonStdio, spawn
 
 
@@ -27,7 +29,9 @@ class Harness:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.seen: list[tuple[object, bool]] = []
         self.reader = reader
-        self.stdio = NdjsonStdio(reader, writer, lambda u, replay: self.seen.append((u, replay)))
+        self.stdio = NdjsonStdio(
+            reader, writer, lambda u, replay: self.seen.append((u, replay)), line_limit=256
+        )
 
     async def receive(self) -> dict[str, Any] | None:
         return await asyncio.wait_for(self.stdio.receive(), 5)
@@ -101,3 +105,44 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
     seen = json.loads(line)
     assert seen["AGENT_API_KEY"] == "for-the-agent"
     assert not [name for name in seen if name.startswith("C2_")]
+
+
+def test_lines_split_across_reads_and_drop_what_is_over_the_limit() -> None:
+    """Lines arrive in reads of any size: whole lines come out in order, blank ones skipped;
+    one over the limit is dropped whole, whether it came in one read or grew over several,
+    and the line after it is kept."""
+    lines = Lines(limit=10)
+    assert lines.feed(b"ab") == []
+    assert lines.feed(b"c\n\n  \nde") == [b"abc"]
+    assert lines.feed(b"f\n" + b"x" * 11 + b"\nok\n") == [b"def", b"ok"]
+    assert lines.feed(b"y" * 8) == []
+    assert lines.feed(b"y" * 8) == []  # 16 bytes without a newline: dropped, not held
+    assert lines.feed(b"yyy\nafter\nla") == [b"after"]
+    assert lines.end() == b"la"
+    assert lines.end() is None
+
+
+def test_lines_keep_no_tail_of_an_oversized_line_at_eof() -> None:
+    lines = Lines(limit=4)
+    assert lines.feed(b"123456") == []
+    assert lines.end() is None
+    assert lines.feed(b"\n") == []  # the state was reset: an empty line, nothing else
+
+
+def test_parse_line_reads_what_the_standard_parser_reads() -> None:
+    """Requests and responses parse exactly as Python's parser reads them (a big integer id
+    stays an integer); so do lines orjson refuses (NaN); junk is a ValueError."""
+    big = 123456789012345678901234567890
+    assert parse_line(b'{"id": %d, "result": {"a": [1, "\\u00e9"]}}' % big) == {
+        "id": big,
+        "result": {"a": [1, "\u00e9"]},
+    }
+    notification = b'{"method": "session/update", "params": {"update": {"text": "\\u00e9"}}}'
+    assert parse_line(notification) == {
+        "method": "session/update",
+        "params": {"update": {"text": "\u00e9"}},
+    }
+    nan = parse_line(b'{"method": "session/update", "x": NaN}')["x"]
+    assert nan != nan
+    with pytest.raises(ValueError):
+        parse_line(b"not json")

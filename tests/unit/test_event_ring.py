@@ -34,6 +34,21 @@ def test_ring_filters_by_session_and_limits():
     assert held is not None and [e.seq for e in held] == [4, 5, 6]
 
 
+def test_ring_reads_from_either_end_alike():
+    """Positions near the newest end (read from that end) and near the oldest (read forward)
+    give the same events, filters and limits as a plain list would."""
+    ring = EventRing(max_events=10)
+    ring.extend(_events(1, 6, "a") + _events(7, 4, "b") + _events(11, 4, "a"))  # holds 5..14
+    everything = list(range(5, 15))
+    for seq in range(4, 15):
+        newer = [s for s in everything if s > seq]
+        held = ring.after(seq, None, 3)
+        assert held is not None and [e.seq for e in held] == newer[:3], seq
+        mine = ring.after(seq, "a", 3)
+        of_a = [s for s in newer if s <= 6 or s >= 11]
+        assert mine is not None and [e.seq for e in mine] == of_a[:3], seq
+
+
 def test_ring_is_bounded_by_bytes_and_shares_frames():
     """Frames are encoded once and shared while held; evicted ones are encoded on demand."""
     big = [CommittedEvent(seq=s, session=None, payload='"' + "x" * 1000 + '"') for s in (1, 2, 3)]
