@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench.profiling import pyspy
 from bench.sse_reader import RawSse
 from bench.writer import floor_db, insert_chunks
 from c2.core.store.database import COMMIT_INTERVAL
@@ -49,7 +50,8 @@ TARGETS = (
 TICKS = os.sysconf("SC_CLK_TCK")
 IDLE_SECONDS = 2.0
 REPO = Path(__file__).resolve().parent.parent
-PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py starts yappi in the server
+PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py profiles inside the server
+OUTSIDE_PROFILER = os.environ.get("C2_BENCH_PROFILER") == "py-spy"
 
 
 # -- the server process as the kernel sees it ----------------------------------------------------
@@ -391,8 +393,7 @@ async def fleet(
         idle0 = cpu_seconds(pid)
         await asyncio.sleep(IDLE_SECONDS)
         result.idle_cpu = (cpu_seconds(pid) - idle0) / IDLE_SECONDS
-        if profile is not None:
-            os.kill(pid, signal.SIGUSR1)
+        profiling = None if profile is None else Profile(pid, profile)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
         agents0 = children_cpu(pid)
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
@@ -403,8 +404,8 @@ async def fleet(
         result.clients_cpu_s = seen.cpu_s
         result.wall_s = time.perf_counter() - wall0
         result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
-        if profile is not None:
-            await stop_profile(pid, profile)
+        if profiling is not None:
+            await profiling.stop()
         result.rss_mib = rss_mib(pid)
         result.offered = chunks * sessions * (clients + session_clients)
         result.delivered = sum(counts)
@@ -421,21 +422,38 @@ async def fleet(
     return result
 
 
-async def stop_profile(pid: int, profile: Path) -> None:
-    """Stop the server's profiler (bench/profiling) and wait until it wrote its stats."""
-    done = Path(f"{profile}.done")
-    done.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 60
-    while not done.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("the server's profile was not written")
-        await asyncio.sleep(0.2)
+class Profile:
+    """The server's profile over one window, written to `report`: bench/profiling's sampler
+    or yappi inside the server (started and stopped by signals), or py-spy from outside it
+    (C2_BENCH_PROFILER=py-spy: bench/profiling/pyspy.py)."""
+
+    def __init__(self, pid: int, report: Path) -> None:
+        self.pid, self.report = pid, report
+        self._raw = Path(f"{report}.raw")
+        self._outside = pyspy.start(pid, self._raw) if OUTSIDE_PROFILER else None
+        if self._outside is None:
+            os.kill(pid, signal.SIGUSR1)
+
+    async def stop(self) -> None:
+        """Stop profiling and wait until the report is written."""
+        if self._outside is not None:
+            await asyncio.to_thread(pyspy.stop, self._outside, self._raw, self.report)
+            return
+        done = Path(f"{self.report}.done")
+        done.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 60
+        while not done.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server's profile was not written")
+            await asyncio.sleep(0.2)
 
 
-async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> tuple[float, str]:
+async def flat_out(
+    server: C2Process, cwd: Path, chunks: int, clients: int, profile: Path | None = None
+) -> tuple[float, str]:
     """Chunks/s of one `/stamped` session, flat out, delivered to `clients` global streams,
-    and where the cores went meanwhile."""
+    and where the cores went meanwhile (profiled into `profile` if given)."""
     assert server.proc is not None
     pid = server.proc.pid
     http = Client(server)
@@ -446,6 +464,7 @@ async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> t
         # Clients that read frame by frame would take ~0.9 of a core at these rates (~3 us per
         # frame each): counting only, they leave the cores to c2.
         pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300, count_only=True)
+        profiling = None if profile is None else Profile(pid, profile)
         started = time.perf_counter()
         server0, agent0 = cpu_seconds(pid), children_cpu(pid)
         await http.prompt(sid, f"/stamped {chunks}")
@@ -456,6 +475,8 @@ async def flat_out(server: C2Process, cwd: Path, chunks: int, clients: int) -> t
             f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "
             f"clients {seen.cpu_s / elapsed:.0%} of a core"
         )
+        if profiling is not None:
+            await profiling.stop()
         assert min(seen.counts) == chunks, seen.counts
         await http.http.delete(f"/v1/sessions/{sid}")
         return chunks / elapsed, cores
@@ -484,8 +505,10 @@ async def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="profile the server during the (last) fleet run (bench/profiling: a stack sampler, "
-        "or yappi with C2_BENCH_PROFILER=yappi) and write the report to FILE; printed at the end",
+        help="profile the server during the (last) fleet run and write the report to FILE, "
+        "printed at the end (bench/profiling: a stack sampler inside the server, yappi with "
+        "C2_BENCH_PROFILER=yappi, or py-spy from outside with C2_BENCH_PROFILER=py-spy, which "
+        "also profiles c2's flat-out run into FILE.flat-out)",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]
@@ -497,8 +520,10 @@ async def main() -> None:
             "C2_MAX_LIVE_AGENTS": str(max(sizes) + 8),
             "C2_MAX_STREAMS_PER_DEVICE": str(max(sizes) + args.clients + 8),
         }
-        if args.profile:
-            profile = Path(args.profile).resolve()
+        profile = Path(args.profile).resolve() if args.profile else None
+        # py-spy only needs the server's pid; the others run inside it and write one report.
+        flat_profile = Path(f"{profile}.flat-out") if profile and OUTSIDE_PROFILER else None
+        if profile is not None and not OUTSIDE_PROFILER:
             env["C2_BENCH_PROFILE"] = str(profile)
             env["PYTHONPATH"] = os.pathsep.join((str(PROFILING), str(REPO)))
         server = C2Process(Path(tmp) / "home", env=env)
@@ -506,7 +531,9 @@ async def main() -> None:
         try:
             if not args.no_ceiling:
                 bare = await bare_reader_rate(args.ceiling_chunks, cwd)
-                c2, cores = await flat_out(server, cwd, args.ceiling_chunks, args.clients)
+                c2, cores = await flat_out(
+                    server, cwd, args.ceiling_chunks, args.clients, flat_profile
+                )
                 bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
                 durable = await bare_reader_rate(args.ceiling_chunks, cwd, Path(tmp))
                 ceiling = (bare + bare_after) / 2
@@ -526,14 +553,16 @@ async def main() -> None:
                     args.seconds,
                     args.clients,
                     args.workers,
-                    Path(args.profile).resolve() if args.profile else None,
+                    profile,
                     session_clients=not args.no_session_clients,
                 )
                 print(f"{result.line()}  (load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             server.stop()
-    if args.profile:
-        print_profile(Path(args.profile).resolve())
+    if flat_profile is not None and flat_profile.exists():
+        print(f"-- c2 flat out --\n{flat_profile.read_text()}-- the fleet run --")
+    if profile is not None:
+        print_profile(profile)
 
 
 def print_profile(path: Path, top: int = 30) -> None:

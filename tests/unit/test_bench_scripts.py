@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.profiling.pyspy import summarize
 from bench.sse_reader import RawSse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +65,25 @@ def test_the_counting_client_counts_each_chunk_once_however_reads_split_it() -> 
     body = welcome + chunk * 3 + end + chunk  # the chunk after the turn's end is not counted
     for cut in range(1, len(body)):
         assert _count([body[:cut], body[cut:]]) == (3, 1), cut
+
+
+def test_the_py_spy_summary_counts_own_and_inclusive_samples_per_thread() -> None:
+    """py-spy's raw output (one collapsed stack and its count per line, the thread first) is
+    read per thread, busiest first: own samples go to the leaf, inclusive ones once to every
+    function on the stack, even one that recurses; a stack cut short at the root still counts."""
+    raw = "\n".join(
+        [
+            "thread (7): MainThread;run (a.py:1);parse (b.py:2) 6",
+            "thread (7): MainThread;run (a.py:1);run (a.py:9);write (c.py:3) 2",
+            "thread (7): MainThread;write (c.py:3) 2",
+            "thread (8): c2-db-writer;commit (d.py:4) 3",
+            "not a stack line",
+        ]
+    )
+    report = summarize(raw).splitlines()
+    assert report[0] == "== thread MainThread: 10 samples (0.0 s busy)"
+    assert "  self  60.0%  parse" in report and "  self  40.0%  write" in report
+    assert "  incl  80.0%  run" in report and "  incl  40.0%  write" in report
+    assert report.index("== thread c2-db-writer: 3 samples (0.0 s busy)") > report.index(
+        "  incl  80.0%  run"
+    )
