@@ -505,10 +505,10 @@ async def main() -> None:
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="profile the server during the (last) fleet run and write the report to FILE, "
-        "printed at the end (bench/profiling: a stack sampler inside the server, yappi with "
-        "C2_BENCH_PROFILER=yappi, or py-spy from outside with C2_BENCH_PROFILER=py-spy, which "
-        "also profiles c2's flat-out run into FILE.flat-out)",
+        help="profile the server during c2's flat-out run and the (last) fleet run, reports "
+        "printed at the end (bench/profiling: a stack sampler inside the server with its "
+        "collector timings, yappi with C2_BENCH_PROFILER=yappi, or py-spy from outside with "
+        "C2_BENCH_PROFILER=py-spy); FILE holds the fleet run's (py-spy: FILE.flat-out the other)",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]
@@ -521,8 +521,9 @@ async def main() -> None:
             "C2_MAX_STREAMS_PER_DEVICE": str(max(sizes) + args.clients + 8),
         }
         profile = Path(args.profile).resolve() if args.profile else None
-        # py-spy only needs the server's pid; the others run inside it and write one report.
-        flat_profile = Path(f"{profile}.flat-out") if profile and OUTSIDE_PROFILER else None
+        # The profilers inside the server write one report (FILE), py-spy any number.
+        flat_profile = Path(f"{profile}.flat-out") if profile and OUTSIDE_PROFILER else profile
+        flat_report = ""
         if profile is not None and not OUTSIDE_PROFILER:
             env["C2_BENCH_PROFILE"] = str(profile)
             env["PYTHONPATH"] = os.pathsep.join((str(PROFILING), str(REPO)))
@@ -534,6 +535,8 @@ async def main() -> None:
                 c2, cores = await flat_out(
                     server, cwd, args.ceiling_chunks, args.clients, flat_profile
                 )
+                if flat_profile is not None:  # read before the fleet run's report replaces it
+                    flat_report = flat_profile.read_text()
                 bare_after = await bare_reader_rate(args.ceiling_chunks, cwd)
                 durable = await bare_reader_rate(args.ceiling_chunks, cwd, Path(tmp))
                 ceiling = (bare + bare_after) / 2
@@ -559,8 +562,8 @@ async def main() -> None:
                 print(f"{result.line()}  (load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             server.stop()
-    if flat_profile is not None and flat_profile.exists():
-        print(f"-- c2 flat out --\n{flat_profile.read_text()}-- the fleet run --")
+    if flat_report:
+        print(f"-- c2 flat out --\n{flat_report}-- the fleet run --")
     if profile is not None:
         print_profile(profile)
 
