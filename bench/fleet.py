@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from bench.profiling import pyspy
 from bench.sse_reader import RawSse
-from bench.writer import floor_db, insert_chunks
+from bench.writer import FloorRow, floor_db, floor_row, insert_chunks
 from c2.core.store.database import COMMIT_INTERVAL
 from tests.agents.scripted_agent import launch_spec
 from tests.e2e.harness import C2Process, Client
@@ -106,7 +106,7 @@ async def bare_reader_rate(chunks: int, cwd: Path, durable: Path | None = None) 
     chunk must: parse each line and insert its transcript row and event into c2's two tables
     on SQLite, one transaction per commit interval (bench/writer.py's floor database)."""
     db = floor_db(durable / "durable-reader.db") if durable is not None else None
-    rows: list[tuple[str, int, str, str]] = []
+    rows: list[FloorRow] = []
     flushed = time.monotonic()
     spec = launch_spec(cwd)
     proc = await asyncio.create_subprocess_exec(
@@ -156,9 +156,7 @@ async def bare_reader_rate(chunks: int, cwd: Path, durable: Path | None = None) 
                 seen += 1
                 if db is not None:
                     text = json.loads(line)["params"]["update"]["content"]["text"]
-                    part = json.dumps({"kind": "text", "text": text})
-                    event = json.dumps({"event": "agent_text_chunk", "seq": seen, "text": text})
-                    rows.append((session, seen, part, event))
+                    rows.append(floor_row(session, seen, text))
                     if time.monotonic() - flushed >= COMMIT_INTERVAL:
                         insert_chunks(db, rows)
                         rows, flushed = [], time.monotonic()

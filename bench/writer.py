@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from c2.core.agent_feed import transcript_row
+from c2.core.agent_feed import row_write, transcript_row
 from c2.core.agents.updates import TextChunk
 from c2.core.session import utcnow
 from c2.core.store.buffer import SQLITE_DATETIME, SQLITE_INSERT_EVENTS, SQLITE_INSERT_PARTS
@@ -41,12 +41,7 @@ def _chunk_job(session: str, n: int) -> Callable[[UnitOfWork], None]:
     """The write `AgentFeed` queues for one text chunk: its transcript row, then its event."""
     row = transcript_row(session, TextChunk(message_id=f"m-{session}", text=f"w{n} "))
     assert row is not None
-    part, event_at = row
-
-    def write(uow: UnitOfWork) -> None:
-        uow.emit(event_at(uow.parts.append(session, "agent", part)))
-
-    return write
+    return row_write(session, *row)
 
 
 async def _feed(store: Store, sessions: int, rate: float, seconds: float, burst: int) -> int:
@@ -103,7 +98,18 @@ def floor_db(path: Path) -> sqlite3.Connection:
     return db
 
 
-def insert_chunks(db: sqlite3.Connection, rows: list[tuple[str, int, str, str]]) -> None:
+FloorRow = tuple[str, int, str, str]  # session, seq, part JSON, event JSON
+
+
+def floor_row(session: str, seq: int, text: str) -> FloorRow:
+    """A text chunk's transcript row and event as the floor records them: c2's shapes, built
+    with the standard JSON encoder and nothing else."""
+    part = json.dumps({"kind": "text", "text": text})
+    event = json.dumps({"event": "agent_text", "session": session, "text": text, "seq": seq})
+    return session, seq, part, event
+
+
+def insert_chunks(db: sqlite3.Connection, rows: list[FloorRow]) -> None:
     """One transaction of (session, seq, part JSON, event JSON) rows, with the statements the
     writer's bulk insert uses; each row's seq doubles as its event's (callers keep them unique
     across sessions)."""
@@ -117,12 +123,10 @@ def insert_chunks(db: sqlite3.Connection, rows: list[tuple[str, int, str, str]])
 def sqlite_floor(directory: Path, chunks: int, per_transaction: int) -> float:
     """CPU µs per chunk of the same rows through the sqlite3 module alone."""
     db = floor_db(directory / "floor.db")
-    part = json.dumps({"kind": "text", "text": "w1 "})
-    event = json.dumps({"event": "agent_text_chunk", "session": "bench-0000", "text": "w1 "})
     started = time.process_time()
     for first in range(0, chunks, per_transaction):
         last = min(chunks, first + per_transaction)
-        insert_chunks(db, [(f"s{n % 20}", n, part, event) for n in range(first, last)])
+        insert_chunks(db, [floor_row(f"s{n % 20}", n, f"w{n} ") for n in range(first, last)])
     db.close()
     return (time.process_time() - started) / chunks * 1e6
 

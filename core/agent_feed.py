@@ -120,7 +120,7 @@ class AgentFeed:
         to the live record at once what the update changes of the session."""
         row = transcript_row(self._live.id, update)
         if row is not None:
-            return self._row(*row), None
+            return row_write(self._live.id, *row), None
         match update:
             case UsageUpdate():
                 return self._context(update)
@@ -132,14 +132,6 @@ class AgentFeed:
                 write = self._mode(update)
                 return (write, None) if write is not None else None
         return None  # pragma: no cover - the union is closed
-
-    def _row(self, part: Part, event_at: Callable[[int], Event]) -> Write:
-        sid = self._live.id
-
-        def write(uow: UnitOfWork) -> None:
-            uow.emit(event_at(uow.parts.append(sid, "agent", part)))
-
-        return write
 
     def _context(self, update: UsageUpdate) -> tuple[Write, UsageStep | None]:
         # Session-level state, not transcript content (docs/protocol.md: context_window).
@@ -399,6 +391,15 @@ def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int],
                 session=sid, entries=entries, transcript_seq=seq
             )
     return None
+
+
+def row_write(sid: str, part: Part, event_at: Callable[[int], Event]) -> Write:
+    """The write of one agent transcript row and, numbered by it, its event."""
+
+    def write(uow: UnitOfWork) -> None:
+        uow.emit(event_at(uow.parts.append(sid, "agent", part)))
+
+    return write
 
 
 @dataclass
