@@ -10,7 +10,6 @@ timeout and a header size limit; credentials are redacted from the access log.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import gc
@@ -21,12 +20,11 @@ import socket
 from collections.abc import Awaitable, Callable, Generator
 from importlib.util import find_spec
 
-import h11
 import uvicorn
 from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from c2.api.http11 import HeadDeadlineProtocol
 from c2.api.logs import install_log_filters, uvicorn_log_config
 from c2.api.routes.events import UnfinishedStreamFilter
 from c2.api.services import Services
@@ -84,46 +82,6 @@ def raise_fd_limit() -> int:
 def connection_limit(settings: Settings, fd_limit: int) -> int:
     """uvicorn's limit_concurrency: the configured one, never past the descriptors we have."""
     return max(8, min(settings.max_connections, fd_limit - RESERVED_FDS))
-
-
-class HeadDeadlineProtocol(H11Protocol):
-    """h11 with a deadline for each request head: a connection that stays silent, or sends
-    its headers too slowly (slowloris), is closed instead of holding a descriptor forever."""
-
-    header_timeout: float = 10.0
-    _head_deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_head_deadline()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_deadline()
-        super().connection_lost(exc)
-
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm_head_deadline()  # a whole head arrived: the request is the app's now
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_head_deadline()  # the next request on this connection gets a deadline too
-
-    def _arm_head_deadline(self) -> None:
-        self._disarm_head_deadline()
-        self._head_deadline = self.loop.call_later(self.header_timeout, self._head_overdue)
-
-    def _disarm_head_deadline(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
-
-    def _head_overdue(self) -> None:
-        self._head_deadline = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()
 
 
 class C2Server(uvicorn.Server):

@@ -88,6 +88,20 @@ def children_cpu(pid: int) -> float:
     return total
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads: the event loop (the main thread) and the others (the
+    store's writer and readers above all; Python does not name threads for the kernel)."""
+    roles: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = _stat(task / "stat")
+        except OSError:
+            continue  # it ended meanwhile
+        role = "loop" if task.name == str(pid) else "other threads"
+        roles[role] = roles.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+    return roles
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -318,11 +332,16 @@ class FleetResult:
     agents_cpu_s: float = 0.0  # the load generator: the S agents
     clients_cpu_s: float = 0.0  # the SSE client processes
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
+    threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
 
     def line(self) -> str:
         ordered = sorted(self.latencies_ms) or [float("nan")]
         p99 = ordered[max(0, int(len(ordered) * 0.99) - 1)]
         per_frame = self.cpu_s / max(1, self.delivered) * 1e6
+        threads = ", ".join(
+            f"{role} {cpu / self.wall_s:.1%}"
+            for role, cpu in sorted(self.threads_s.items(), key=lambda kv: -kv[1])
+        )
         return (
             f"S={self.sessions:>3} x {self.rate}/s x {self.seconds:.0f}s: "
             f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99:7.1f}  "
@@ -331,7 +350,7 @@ class FleetResult:
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
             f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
             f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
-            f"RSS {self.rss_mib:.0f} MiB"
+            f"RSS {self.rss_mib:.0f} MiB\n        server by thread: {threads}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
@@ -393,11 +412,15 @@ async def fleet(
         result.idle_cpu = (cpu_seconds(pid) - idle0) / IDLE_SECONDS
         profiling = None if profile is None else Profile(pid, profile)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
+        threads0 = thread_cpu(pid)
         agents0 = children_cpu(pid)
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         seen = await asyncio.to_thread(collect, pool)
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
+        result.threads_s = {
+            role: cpu - threads0.get(role, 0.0) for role, cpu in thread_cpu(pid).items()
+        }
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
         result.wall_s = time.perf_counter() - wall0

@@ -3,9 +3,10 @@
 Authenticates by bearer or single-use ticket, resolves the resume position (`Last-Event-ID`
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
 heartbeat) under sse-starlette's response (headers, HEAD, the disconnect listener) with c2's own
-send loop (EventStreamResponse: what an idle stream holds is kept small). A client that stops
-reading is dropped after the send timeout with one log line, no traceback. A device holds at
-most `max_streams_per_device` streams (429 past it).
+send loop (EventStreamResponse: what an idle stream holds is kept small, and each batch of
+frames goes straight to the socket where the connection allows it, api/http11.py). A client
+that stops reading is dropped after the send timeout with one log line, no traceback. A device
+holds at most `max_streams_per_device` streams (429 past it).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.types import Message, Receive, Scope, Send
 from c2.api.authn import DeviceDep, ServicesDep
 from c2.api.errors import TooManyStreamsError
 from c2.api.frames import StreamFrame
+from c2.api.http11 import CHUNK_WRITER, ChunkWriter
 from c2.api.openapi import Responses
 from c2.api.scopes import needs
 from c2.api.stream import EventStream, StreamSlots
@@ -82,7 +84,7 @@ class EventStreamResponse(EventSourceResponse):
         finally:
             self._sending_since = None
 
-    async def _respond(self, receive: Receive, send: Send) -> None:
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream the frames in this task, and end them when the client disconnects.
 
         sse-starlette runs a task group of four tasks per stream for this (frames, ping,
@@ -104,7 +106,7 @@ class EventStreamResponse(EventSourceResponse):
 
         watcher = asyncio.create_task(watch())
         try:
-            await self._stream_response(send)
+            await self._stream_response(send, scope.get("extensions", {}).get(CHUNK_WRITER))
         except asyncio.CancelledError:
             if not gone or stream.uncancel() > 0:
                 raise  # not (only) the disconnect's: the server cancels the request
@@ -112,11 +114,14 @@ class EventStreamResponse(EventSourceResponse):
             streaming = False
             watcher.cancel()
 
-    async def _stream_response(self, send: Send) -> None:
-        """sse-starlette's loop, except that a frame is let go once it is sent. Its loop kept
-        the last frame in local variables while the stream waited for the next one: every
-        idle stream held its welcome frame (a page of 50 sessions, ~23 KB) until its first
-        ping, or its last catch-up batch, for as long as it stayed idle (bench/events.py)."""
+    async def _stream_response(self, send: Send, write: ChunkWriter | None = None) -> None:
+        """sse-starlette's loop, except that a frame is let go once it is sent, and goes
+        straight to the socket through the server's `write` where it can (api/http11.py).
+
+        Its loop kept the last frame in local variables while the stream waited for the next
+        one: every idle stream held its welcome frame (a page of 50 sessions, ~23 KB) until its
+        first ping, or its last catch-up batch, for as long as it stayed idle
+        (bench/events.py)."""
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
@@ -126,6 +131,9 @@ class EventStreamResponse(EventSourceResponse):
                 frame = await anext(frames)
             except StopAsyncIteration:
                 break
+            if write is not None and isinstance(frame, bytes) and write(frame):
+                del frame
+                continue
             try:
                 message = {"type": "http.response.body", "body": frame, "more_body": True}
                 del frame
@@ -168,7 +176,7 @@ class EventStreamResponse(EventSourceResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             if scope["type"] == "http" and scope["method"] == "GET":
-                await self._respond(receive, send)
+                await self._respond(scope, receive, send)
             else:
                 await super().__call__(scope, receive, send)  # HEAD: headers only
         except SendTimeoutError:

@@ -1,0 +1,103 @@
+"""c2's HTTP/1.1 connection: uvicorn's h11 protocol with a deadline for each request head and a
+direct body writer for event streams.
+
+The body writer is an ASGI extension (`scope["extensions"][CHUNK_WRITER]`): a plain function
+that frames one chunk of a streaming body and hands it to the socket, beside the ASGI `send`
+chain. Through that chain every SSE write went through each middleware's send wrapper, uvicorn's
+checks and h11's state machine — per write several times the cost of the write itself, paid for
+every client on every batch of frames (bench/fleet.py). It writes only where that is what
+`send` would write: a response already started, not complete, chunked (HTTP/1.1, no
+Content-Length: h11's framing, `SIZE CRLF DATA CRLF`), and a socket taking data without
+back-pressure; otherwise it returns False and the caller sends through the chain, which waits
+for the socket to drain. The start and the end of the response always go through the chain,
+so middlewares still see both; none of c2's touches a body in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+
+__all__ = ["CHUNK_WRITER", "ChunkWriter", "HeadDeadlineProtocol"]
+
+CHUNK_WRITER = "c2.chunk_writer"
+
+
+class ChunkWriter:
+    """Writes one chunk of the response body of `cycle` straight to its socket."""
+
+    __slots__ = ("_chunked", "_cycle")
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+        # h11 frames a body without Content-Length in chunks to an HTTP/1.1 client; to an
+        # HTTP/1.0 one it writes the bytes bare and closes. Only the first is done here.
+        self._chunked = cycle.scope["http_version"] == "1.1" and cycle.scope["method"] != "HEAD"
+
+    def __call__(self, body: bytes) -> bool:
+        """Write `body` (not empty: a zero-size chunk ends the body); False when it must go
+        through the ASGI `send` instead (not a chunked body in progress, or the socket pushes
+        back and the write must wait for it)."""
+        cycle = self._cycle
+        if cycle.disconnected:
+            return True  # as `send` does: what a gone client would have read is dropped
+        if (
+            not self._chunked
+            or not body
+            or not cycle.response_started
+            or cycle.response_complete
+            or cycle.flow.write_paused
+            or cycle.conn.our_state is not h11.SEND_BODY
+        ):
+            return False
+        cycle.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+        return True
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    """h11 with a deadline for each request head: a connection that stays silent, or sends
+    its headers too slowly (slowloris), is closed instead of holding a descriptor forever.
+    Each request's scope carries the connection's ChunkWriter."""
+
+    header_timeout: float = 10.0
+    _head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm_head_deadline()  # a whole head arrived: the request is the app's now
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None:
+            # The request's task was created above but has not run yet: it sees this.
+            extensions = cycle.scope.setdefault("extensions", {})
+            if CHUNK_WRITER not in extensions:
+                extensions[CHUNK_WRITER] = ChunkWriter(cycle)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_head_deadline()  # the next request on this connection gets a deadline too
+
+    def _arm_head_deadline(self) -> None:
+        self._disarm_head_deadline()
+        self._head_deadline = self.loop.call_later(self.header_timeout, self._head_overdue)
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_overdue(self) -> None:
+        self._head_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
