@@ -488,11 +488,16 @@ async def flat_out(
         profiling = None if profile is None else Profile(pid, profile)
         started = time.perf_counter()
         server0, agent0 = cpu_seconds(pid), children_cpu(pid)
+        threads0 = thread_cpu(pid)
         await http.prompt(sid, f"/stamped {chunks}")
         seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
+        threads = ", ".join(
+            f"{role} {(cpu - threads0.get(role, 0.0)) / elapsed:.0%}"
+            for role, cpu in thread_cpu(pid).items()
+        )
         cores = (
-            f"server {(cpu_seconds(pid) - server0) / elapsed:.0%}, "
+            f"server {(cpu_seconds(pid) - server0) / elapsed:.0%} ({threads}), "
             f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "
             f"clients {seen.cpu_s / elapsed:.0%} of a core"
         )
