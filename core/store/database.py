@@ -550,6 +550,12 @@ class Store:
                 conn = self._commit(conn, batch)
                 if stop:
                     return
+                if batch[-1].paced:
+                    # A stream of paced writes is under way: sleep out the interval here, not
+                    # blocked on the queue. Its next job then neither wakes this thread (a
+                    # futex wake paid by the loop at every interval's first job) nor is waited
+                    # for twice; a job that is not paced still ends the wait at once.
+                    self._urgent.wait(self._last_commit + self.commit_interval - time.monotonic())
         finally:
             self._writer_running = False
             if conn is not None:

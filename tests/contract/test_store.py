@@ -122,6 +122,30 @@ async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_
     ]
 
 
+async def test_store_writer_resting_after_a_paced_commit_takes_an_awaited_write_and_closes(
+    database_url: str,
+):
+    """After a paced commit the writer sleeps out the commit interval instead of blocking on
+    its queue; a write that is not paced, and closing the store, still end that sleep at once
+    (an interval of an hour here: anything held by it would time out)."""
+    batches: list[list[CommittedEvent]] = []
+    db = Store(database_url, commit_interval=3600)
+    await asyncio.to_thread(db.migrate)
+    db.start(publish=batches.append)
+    try:
+        await asyncio.wait_for(db.submit(_note("paced"), paced=True), 10)  # the first: at once
+        await asyncio.wait_for(db.write(_note("op")), 10)
+        held = db.submit(_note("held"), paced=True)  # waits for the interval, or for close
+    finally:
+        await asyncio.wait_for(asyncio.to_thread(db.close), 10)
+    await asyncio.wait_for(held, 10)  # close committed what was queued
+    assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
+        ["paced"],
+        ["op"],
+        ["held"],
+    ]
+
+
 async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itself(store):
     """A job of several steps commits in one unit of work; when one step fails on its own,
     the steps are replayed one per transaction: the others commit, in order, and the job
