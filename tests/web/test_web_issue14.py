@@ -102,8 +102,10 @@ def test_a_turns_changes_all_changes_and_a_running_turns_so_far(
     expect(whole.locator("li.file")).to_have_count(3)
     whole.get_by_role("button", name="Close").click()
 
-    send(page, "/write c.txt so far\\n\n/hang")
+    send(page, "/write c.txt so far\\n\n/text written\n/hang")
     running = turns(page).last
+    # The write shows nothing itself: the text after it says the file is there to diff.
+    expect(running.locator(".reply")).to_contain_text("written")
     running.get_by_role("button", name="Changes so far").click()
     sofar = page.get_by_role("dialog", name="Changes of turn 2 so far")
     expect(sofar).to_contain_text("still running")
