@@ -43,11 +43,11 @@ class ChunkWriter:
         cycle = self._cycle
         if cycle.disconnected:
             return True  # as `send` does: what a gone client would have read is dropped
+        # h11's SEND_BODY: the head went out and the end has not (uvicorn sends the end in the
+        # same step as it marks the response complete).
         if (
             not self._chunked
             or not body
-            or not cycle.response_started
-            or cycle.response_complete
             or cycle.flow.write_paused
             or cycle.conn.our_state is not h11.SEND_BODY
         ):

@@ -102,6 +102,17 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return roles
 
 
+def thread_cpu_since(pid: int, before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads (thread_cpu) since `before`, an earlier reading."""
+    return {role: cpu - before.get(role, 0.0) for role, cpu in thread_cpu(pid).items()}
+
+
+def thread_shares(cpu: dict[str, float], seconds: float) -> str:
+    """`cpu` (thread_cpu_since) as shares of a core over `seconds`, busiest first."""
+    busiest = sorted(cpu.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{role} {spent / seconds:.1%}" for role, spent in busiest)
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -338,10 +349,6 @@ class FleetResult:
         ordered = sorted(self.latencies_ms) or [float("nan")]
         p99 = ordered[max(0, int(len(ordered) * 0.99) - 1)]
         per_frame = self.cpu_s / max(1, self.delivered) * 1e6
-        threads = ", ".join(
-            f"{role} {cpu / self.wall_s:.1%}"
-            for role, cpu in sorted(self.threads_s.items(), key=lambda kv: -kv[1])
-        )
         return (
             f"S={self.sessions:>3} x {self.rate}/s x {self.seconds:.0f}s: "
             f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99:7.1f}  "
@@ -350,7 +357,8 @@ class FleetResult:
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
             f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
             f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
-            f"RSS {self.rss_mib:.0f} MiB\n        server by thread: {threads}"
+            f"RSS {self.rss_mib:.0f} MiB\n        server by thread: "
+            f"{thread_shares(self.threads_s, self.wall_s)}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
@@ -418,9 +426,7 @@ async def fleet(
         seen = await asyncio.to_thread(collect, pool)
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
-        result.threads_s = {
-            role: cpu - threads0.get(role, 0.0) for role, cpu in thread_cpu(pid).items()
-        }
+        result.threads_s = thread_cpu_since(pid, threads0)
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
         result.wall_s = time.perf_counter() - wall0
@@ -492,10 +498,7 @@ async def flat_out(
         await http.prompt(sid, f"/stamped {chunks}")
         seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
-        threads = ", ".join(
-            f"{role} {(cpu - threads0.get(role, 0.0)) / elapsed:.0%}"
-            for role, cpu in thread_cpu(pid).items()
-        )
+        threads = thread_shares(thread_cpu_since(pid, threads0), elapsed)
         cores = (
             f"server {(cpu_seconds(pid) - server0) / elapsed:.0%} ({threads}), "
             f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "

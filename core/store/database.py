@@ -555,7 +555,7 @@ class Store:
                     # blocked on the queue. Its next job then neither wakes this thread (a
                     # futex wake paid by the loop at every interval's first job) nor is waited
                     # for twice; a job that is not paced still ends the wait at once.
-                    self._urgent.wait(self._last_commit + self.commit_interval - time.monotonic())
+                    self._rest()
         finally:
             self._writer_running = False
             if conn is not None:
@@ -567,12 +567,10 @@ class Store:
         closing. A paced `first` waits until `commit_interval` after the last batch began,
         unless a job that is not paced arrives meanwhile."""
         if first.paced:
-            remaining = self._last_commit + self.commit_interval - time.monotonic()
-            if remaining > 0:
-                # Sleep through the interval rather than wake for each paced job: every wake
-                # of this thread is a GIL hand-off with the event loop, and at one job per
-                # agent chunk those hand-offs cost more than the commits (bench/fleet.py).
-                self._urgent.wait(remaining)
+            # Sleep through the interval rather than wake for each paced job: every wake of
+            # this thread is a GIL hand-off with the event loop, and at one job per agent
+            # chunk those hand-offs cost more than the commits (bench/fleet.py).
+            self._rest()
         self._urgent.clear()
         batch: list[_Job[Any]] = [first]
         while len(batch) < MAX_GROUP:
@@ -584,6 +582,13 @@ class Store:
                 return batch, True
             batch.append(nxt)
         return batch, False
+
+    def _rest(self) -> None:
+        """Wait until `commit_interval` after the last batch began, or until a job that is not
+        paced (or closing) sets `_urgent`."""
+        remaining = self._last_commit + self.commit_interval - time.monotonic()
+        if remaining > 0:
+            self._urgent.wait(remaining)
 
     def _commit(  # noqa: C901
         self, conn: Connection | None, batch: list[_Job[Any]]
