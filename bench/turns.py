@@ -30,9 +30,13 @@ class CountingHandler:
     def __init__(self) -> None:
         self.chunks = 0
 
-    async def on_update(self, update: AgentUpdate) -> None:
+    def take_update(self, update: AgentUpdate) -> bool:
         if isinstance(update, TextChunk):
             self.chunks += 1
+        return True
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        self.take_update(update)
 
     async def on_permission(self, ask: PermissionAsk) -> str | None:
         return None

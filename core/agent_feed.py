@@ -104,16 +104,28 @@ class AgentFeed:
 
     # -- updates -------------------------------------------------------------------------------
 
+    def take_update(self, update: AgentUpdate) -> bool:
+        """Record `update` now unless the writer is MAX_IN_FLIGHT groups behind (then
+        `on_update` records it and waits)."""
+        if self._backlogged():
+            return False
+        self._record(update)
+        return True
+
     async def on_update(self, update: AgentUpdate) -> None:
-        """Record one agent update: a transcript row with its event, or the session state it
-        changes; queued for the writer in arrival order (not awaited, see `_queue`)."""
+        """Record one agent update; the reader waits only while the writer is backlogged."""
+        self._record(update)
+        if self._backlogged():
+            await asyncio.wait([self._in_flight[-1]])
+
+    def _record(self, update: AgentUpdate) -> None:
+        """Queue the write recording `update` (a transcript row with its event, or the session
+        state it changes), in arrival order; never waits for the writer."""
         if self._detached:
             return  # dropped from this process: someone else records this session now
         step = self._step(update)
-        if step is None:
-            return
-        write, ledger = step
-        await self._queue(write, ledger)
+        if step is not None:
+            self._add(*step)
 
     def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
         """The write recording `update` (and the usage ledger's step riding on it), applying
@@ -222,9 +234,9 @@ class AgentFeed:
 
         return write
 
-    async def _queue(self, write: Write, ledger: UsageStep | None = None) -> None:
+    def _add(self, write: Write, ledger: UsageStep | None = None) -> None:
         """Add `write` to the group going to the writer once this loop iteration's updates
-        are in (or at MAX_GROUP); waits only while MAX_IN_FLIGHT groups are uncommitted."""
+        are in (or at MAX_GROUP)."""
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
             return
@@ -237,10 +249,12 @@ class AgentFeed:
             group.committed.append(ledger.committed)  # acts on a budget crossing
         if len(group.writes) >= MAX_GROUP:
             self._submit(group)
+
+    def _backlogged(self) -> bool:
+        """More than MAX_IN_FLIGHT groups are uncommitted: the agent's reader must wait."""
         while self._in_flight and self._in_flight[0].done():
             self._in_flight.popleft()
-        if len(self._in_flight) > MAX_IN_FLIGHT:
-            await asyncio.wait([self._in_flight[-1]])
+        return len(self._in_flight) > MAX_IN_FLIGHT
 
     def _submit(self, group: WriteGroup) -> None:
         """Hand `group` to the writer as one paced job (once; later calls do nothing)."""

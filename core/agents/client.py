@@ -109,6 +109,8 @@ class AgentProcess:
         self.auth_methods: tuple[AuthMethodInfo, ...] = ()
         self._translator = UpdateTranslator()
         self._updates: asyncio.Queue[AgentUpdate | asyncio.Future[None]] = asyncio.Queue()
+        # The pump is inside the handler's on_update: a new update must queue behind it.
+        self._pumping = False
         self._stderr = StderrTail()
         self._stdio = NdjsonStdio(process.stdout, process.stdin, self._take_update)
         self._conn = Connection(self._dispatch, self._stdio)
@@ -412,6 +414,13 @@ class AgentProcess:
         translated = self._translator.translate(update)
         if translated is None or (replay and not isinstance(translated, UsageUpdate)):
             return
+        if not self._pumping and self._updates.empty():
+            try:
+                if self._handler.take_update(translated):
+                    return  # handled in place, nothing queued before it
+            except Exception:
+                logger.exception("agent update handler failed")
+                return
         self._updates.put_nowait(translated)
 
     async def _pump(self) -> None:
@@ -422,10 +431,13 @@ class AgentProcess:
                     if not item.done():
                         item.set_result(None)
                     continue
+                self._pumping = True
                 try:
                     await self._handler.on_update(item)
                 except Exception:
                     logger.exception("agent update handler failed")
+                finally:
+                    self._pumping = False
         finally:
             while not self._updates.empty():
                 item = self._updates.get_nowait()

@@ -126,6 +126,11 @@ class AcpSessionInfo:
 class AgentHandler(Protocol):
     """The engine's side of one agent connection."""
 
+    def take_update(self, update: AgentUpdate) -> bool:
+        """Handle `update` now if that needs no waiting; False hands it to `on_update` instead.
+        Called only while no earlier update is still waiting for `on_update`, so arrival order
+        holds (this skips a task hop per chunk: most updates need no wait)."""
+
     async def on_update(self, update: AgentUpdate) -> None:
         """Called sequentially, in arrival order."""
 

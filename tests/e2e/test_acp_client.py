@@ -39,6 +39,10 @@ class Recorder:
         self.events: list[AgentUpdate | PermissionAsk] = []
         self.asks: asyncio.Queue[tuple[PermissionAsk, asyncio.Future[str | None]]] = asyncio.Queue()
         self.arrived = asyncio.Event()
+        # Updates `take_update` refuses (they go to `on_update`, which takes `slow` seconds).
+        self.declines: Callable[[AgentUpdate], bool] = lambda update: False
+        self.slow = 0.0
+        self.queued = 0  # updates that came through `on_update`
 
     @property
     def updates(self) -> list[AgentUpdate]:
@@ -47,9 +51,18 @@ class Recorder:
     def text(self) -> str:
         return "".join(u.text for u in self.updates if isinstance(u, TextChunk))
 
-    async def on_update(self, update: AgentUpdate) -> None:
+    def take_update(self, update: AgentUpdate) -> bool:
+        if self.declines(update):
+            return False
         self.events.append(update)
         self.arrived.set()
+        return True
+
+    async def on_update(self, update: AgentUpdate) -> None:
+        self.queued += 1
+        self.events.append(update)
+        self.arrived.set()
+        await asyncio.sleep(self.slow)
 
     async def on_permission(self, ask: PermissionAsk) -> str | None:
         self.events.append(ask)
@@ -425,6 +438,21 @@ async def test_agent_process_many_turns_in_a_row(start: Starter, tmp_path: Path)
     for i in range(30):
         await run(agent, session, f"/chunks 3\n/text {i}")
         assert rec.text().endswith(f"chunk-2 {i}")
+
+
+async def test_agent_process_keeps_order_when_the_handler_makes_updates_wait(
+    start: Starter, tmp_path: Path
+) -> None:
+    """An update the handler can't take at once waits in `on_update`; the ones behind it queue
+    behind it rather than being taken in place, so the handler still sees wire order."""
+    agent, rec = await start()
+    rec.declines = lambda update: isinstance(update, TextChunk) and update.text == "chunk-3 "
+    rec.slow = 0.01
+    session = (await agent.new_session(str(tmp_path))).acp_session_id
+    await run(agent, session, "/chunks 40\n/text x")
+    assert rec.text() == "".join(f"chunk-{i} " for i in range(40)) + "x"
+    # chunk-3 and whatever arrived while it waited went through the queue; not all of them.
+    assert 0 < rec.queued < 41
 
 
 async def test_agent_process_start_missing_command(tmp_path: Path) -> None:
