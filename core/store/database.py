@@ -21,6 +21,7 @@ import contextlib
 import logging
 import math
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from c2.core.notify.payloads import WEBHOOK_EVENTS
 from c2.core.protocol.events import Event
@@ -253,10 +255,19 @@ def _make_engine(url: str, *, writer: bool, idle_in_transaction: float | None = 
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
 
+        begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
             # The writer takes the write lock up front so a transaction never fails on upgrade.
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+            # Straight to the driver: SQLAlchemy's statement path (events, result object) cost
+            # more than the BEGIN itself, once per batch on the writer thread.
+            driver = conn.connection.driver_connection
+            assert driver is not None  # checked out, so connected
+            try:
+                driver.execute(begin)
+            except sqlite3.Error as exc:  # as SQLAlchemy would raise it, for callers of either
+                raise DBAPIError.instance(begin, None, exc, sqlite3.Error) from exc
 
         return engine
     options: dict[str, Any] = {"pool_pre_ping": True}
