@@ -302,6 +302,7 @@ class Collected(NamedTuple):
     counts: list[int]  # chunks per stream
     incomplete: int  # streams that did not finish
     cpu_s: float  # the workers' CPU from their streams' start to their end
+    emitted_s: float  # from the first chunk's emission stamp to the last's
 
 
 def collect(workers: list[Worker]) -> Collected:
@@ -318,7 +319,8 @@ def collect(workers: list[Worker]) -> Collected:
         incomplete += result["incomplete"]
         cpu += result["cpu_s"]
     pairs.sort()
-    return Collected([lat / 1000 for _stamp, lat in pairs], counts, incomplete, cpu)
+    emitted = (pairs[-1][0] - pairs[0][0]) / 1000 if pairs else 0.0
+    return Collected([lat / 1000 for _stamp, lat in pairs], counts, incomplete, cpu, emitted)
 
 
 # -- one fleet run -------------------------------------------------------------------------------
@@ -342,8 +344,21 @@ class FleetResult:
     rss_mib: float = 0.0
     agents_cpu_s: float = 0.0  # the load generator: the S agents
     clients_cpu_s: float = 0.0  # the SSE client processes
+    emitted_s: float = 0.0  # how long the agents took to emit their chunks (stamps)
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
+
+    def generator(self) -> str:
+        """Whether the agents kept their schedule: below ~95 % of the offered rate the load
+        generator, not c2, is the limit (latency is measured from each chunk's own stamp, so
+        a late generator does not show as latency)."""
+        chunks = self.rate * self.seconds * self.sessions
+        emitted = chunks / max(self.emitted_s, 1e-9)
+        offered = self.rate * self.sessions
+        return (
+            f"agents emitted {emitted:,.0f} chunks/s of {offered:,} offered"
+            f" ({emitted / offered:.0%}; {self.emitted_s:.1f} s for {self.seconds:.0f} s of chunks)"
+        )
 
     def line(self) -> str:
         ordered = sorted(self.latencies_ms) or [float("nan")]
@@ -359,6 +374,7 @@ class FleetResult:
             f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
             f"RSS {self.rss_mib:.0f} MiB\n        server by thread: "
             f"{thread_shares(self.threads_s, self.wall_s)}"
+            f"\n        {self.generator()}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
@@ -429,6 +445,7 @@ async def fleet(
         result.threads_s = thread_cpu_since(pid, threads0)
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
+        result.emitted_s = seen.emitted_s
         result.wall_s = time.perf_counter() - wall0
         result.cpu_s, result.system_s = user + system - user0 - system0, system - system0
         if profiling is not None:
