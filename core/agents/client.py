@@ -22,8 +22,15 @@ from typing import Any
 from acp.connection import Connection
 from acp.exceptions import RequestError
 
+from c2.core.agents.framing import NdjsonStdio
 from c2.core.agents.port import LaunchSpec, ProcessRegistry
-from c2.core.agents.stdio import NdjsonStdio, StderrTail, signal_group, spawn, terminate_group
+from c2.core.agents.stdio import (
+    AgentProtocol,
+    StderrTail,
+    signal_group,
+    spawn,
+    terminate_group,
+)
 from c2.core.agents.translate import (
     InvalidParamsError,
     UpdateTranslator,
@@ -90,13 +97,13 @@ class AgentProcess:
     def __init__(
         self,
         process: asyncio.subprocess.Process,
-        exited: asyncio.Event,
+        protocol: AgentProtocol,
         handler: AgentHandler,
         registry: ProcessRegistry | None = None,
     ) -> None:
-        assert process.stdin and process.stdout and process.stderr
+        assert process.stdin and process.stderr
         self._process = process
-        self._exited = exited
+        self._exited = protocol.exited
         self._handler = handler
         self._registry = registry
         self.pid: int = process.pid
@@ -112,7 +119,8 @@ class AgentProcess:
         # The pump is inside the handler's on_update: a new update must queue behind it.
         self._pumping = False
         self._stderr = StderrTail()
-        self._stdio = NdjsonStdio(process.stdout, process.stdin, self._take_update)
+        self._stdio = NdjsonStdio(process.stdin, self._take_update)
+        protocol.attach_stdout(self._stdio)
         self._conn = Connection(self._dispatch, self._stdio)
         self._settled = asyncio.Event()  # exit observed and trailing output drained
         self._closing = False
@@ -144,7 +152,7 @@ class AgentProcess:
             raise AgentError(f"command not executable: {spec.command}") from None
         except OSError as exc:
             raise AgentError(f"couldn't start {spec.command}: {exc.strerror or exc}") from None
-        agent = cls(process, protocol.exited, handler, registry)
+        agent = cls(process, protocol, handler, registry)
         try:
             await agent._announce()
             try:
@@ -410,7 +418,7 @@ class AgentProcess:
             await self._forget()
 
     def _take_update(self, update: object, replay: bool) -> None:
-        # Runs inside the receive loop, in wire order (see NdjsonStdio).
+        # Runs as the agent's stdout is read, in wire order (see NdjsonStdio).
         translated = self._translator.translate(update)
         if translated is None or (replay and not isinstance(translated, UsageUpdate)):
             return

@@ -1,11 +1,17 @@
-"""The framing of an agent's stdout: newline-delimited JSON, split and parsed for the reader
-in core/agents/stdio.py. Streaming agents send one line per chunk, so this is per-chunk work.
+"""The agent's stdio as newline-delimited JSON, below the SDK's JSON-RPC layer: reads split
+into lines, lines parsed, and the SDK's transport over them (`NdjsonStdio`), which takes
+`session/update` notifications off the stream synchronously, in arrival order. Streaming
+agents send one line per chunk, so this is per-chunk work.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -73,3 +79,107 @@ def parse_line(line: bytes) -> Any:
     if notification and message.get("method") == "session/update":
         return message
     return json.loads(line)
+
+
+class NdjsonStdio:
+    """SDK `Transport` over the agent's stdin/stdout, intercepting `session/update`.
+
+    Stdout arrives through `feed` (AgentProtocol calls it for each read). The SDK runs every
+    inbound notification as its own task; taking updates here, as each read is split into
+    lines, keeps their order exact and lets a prompt's response be ordered after every update
+    that preceded it on the wire. Everything else waits in order for the SDK's `receive`.
+    Updates arriving while a `session/load` request is outstanding are flagged as replay
+    (docs/protocol.md §3.3 step 5).
+    """
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        on_update: Callable[[object, bool], None],
+        line_limit: int = LINE_LIMIT,
+    ) -> None:
+        self._lines = Lines(line_limit)
+        self._messages: deque[dict[str, Any] | None] = deque()  # for the SDK; None: EOF
+        self._arrived: asyncio.Future[None] | None = None  # `receive` waiting for a message
+        self._writer = writer
+        self._on_update = on_update
+        self._write_lock = asyncio.Lock()
+        self._loads: set[object] = set()
+        self._closed = False
+        self.eof = asyncio.Event()  # the SDK has been handed everything the agent wrote
+
+    def forget_loads(self) -> None:
+        """Stop treating updates as replay (the load request finished or was abandoned)."""
+        self._loads.clear()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON line; raises ConnectionError when the agent can't take it."""
+        if message.get("method") == "session/load" and "id" in message:
+            self._loads.add(message["id"])
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        async with self._write_lock:
+            if self._closed or self._writer.is_closing():
+                raise ConnectionError("acp connection closed")
+            try:
+                self._writer.write(data)
+                await self._writer.drain()
+            except (OSError, RuntimeError) as exc:
+                raise ConnectionError("acp connection closed") from exc
+
+    def feed(self, data: bytes) -> None:
+        """Take one read of the agent's stdout."""
+        for line in self._lines.feed(data):
+            self._take(line)
+
+    def feed_eof(self) -> None:
+        """The agent's stdout ended: its last line, if unterminated, then EOF for the SDK."""
+        if (last := self._lines.end()) is not None:
+            self._take(last)
+        self._deliver(None)
+
+    async def receive(self) -> dict[str, Any] | None:
+        """Next message for the SDK; None at EOF (and after). Updates are never returned."""
+        while not self._messages:
+            self._arrived = asyncio.get_running_loop().create_future()
+            try:
+                await self._arrived
+            finally:
+                self._arrived = None
+        message = self._messages[0]
+        if message is None:
+            self.eof.set()
+            return None
+        self._messages.popleft()
+        return message
+
+    def _take(self, line: bytes) -> None:
+        try:
+            message = parse_line(line)
+        except ValueError:
+            logger.debug("ignoring a non-JSON line from the agent")
+            return
+        if not isinstance(message, dict):
+            return
+        if message.get("method") == "session/update" and "id" not in message:
+            params = message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            try:
+                self._on_update(update, bool(self._loads))
+            except Exception:
+                logger.exception("failed to handle a session/update")
+            return
+        if "method" not in message and message.get("id") in self._loads:
+            self._loads.discard(message["id"])
+        self._deliver(message)
+
+    def _deliver(self, message: dict[str, Any] | None) -> None:
+        self._messages.append(message)
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    async def close(self) -> None:
+        """Close the agent's stdin (EOF tells a well-behaved agent to exit)."""
+        # No write lock: a send stuck on a full pipe must not block closing.
+        self._closed = True
+        with contextlib.suppress(OSError, RuntimeError):
+            self._writer.close()

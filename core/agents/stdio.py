@@ -1,9 +1,7 @@
-"""The agent subprocess and its newline-delimited JSON stdio, below the SDK's JSON-RPC layer.
-
-Owns spawning (own process group, big line limit, killed with the server on Linux), exit
-detection that does not depend on the pipes closing (a grandchild may hold stdout open),
-process-group termination, and the framing.
-`session/update` notifications are taken off the stream synchronously, in arrival order.
+"""The agent subprocess: spawning (own process group, killed with the server on Linux), its
+stdout handed as read to the NDJSON transport (core/agents/framing.py), exit detection that
+does not depend on the pipes closing (a grandchild may hold stdout open), process-group
+termination, and the tail of its stderr.
 """
 
 from __future__ import annotations
@@ -11,21 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import signal
 import sys
-from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from c2.core.agents.environment import agent_environment
-from c2.core.agents.framing import LINE_LIMIT, Lines, parse_line
+from c2.core.agents.framing import LINE_LIMIT
 
 logger = logging.getLogger(__name__)
 
-READ_SIZE = 256 * 1024  # what one read of the agent's stdout takes at most
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
 ERROR_TAIL_LINES = 20
@@ -65,16 +60,67 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     return preexec
 
 
-class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Stream protocol that also reports process exit as soon as the child is reaped.
+class StdoutSink(Protocol):
+    """Where the agent's stdout goes as it is read (NdjsonStdio)."""
 
-    `Process.wait()` (Python 3.11) only returns once every pipe is closed, which never happens
-    while a surviving grandchild keeps stdout open; `process_exited` fires on reap.
+    def feed(self, data: bytes) -> None:
+        """One read, in order."""
+
+    def feed_eof(self) -> None:
+        """The pipe closed: nothing more comes."""
+
+
+class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Stream protocol that hands stdout straight to a sink and reports process exit as soon
+    as the child is reaped.
+
+    Each read of stdout goes to the sink from the pipe's own callback: a streaming agent sends
+    one line per chunk, often one read each, and a StreamReader would cost a task wake-up of the
+    reader per read besides its buffer. `Process.wait()` (Python 3.11) only returns once every
+    pipe is closed, which never happens while a surviving grandchild keeps stdout open;
+    `process_exited` fires on reap.
     """
 
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
+        self._sink: StdoutSink | None = None
+        self._early: list[bytes | None] = []  # stdout read before the sink came (None: EOF)
+
+    def attach_stdout(self, sink: StdoutSink) -> None:
+        """Send stdout to `sink` from now on, starting with anything already read."""
+        self._sink = sink
+        early, self._early = self._early, []
+        for data in early:
+            self._to_sink(data)
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        """Stdout to the sink; stderr to its StreamReader."""
+        if fd != 1:
+            super().pipe_data_received(fd, data)
+        elif self._sink is None:
+            self._early.append(bytes(data) if isinstance(data, bytes) else data.encode())
+        else:
+            self._to_sink(data if isinstance(data, bytes) else data.encode())
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        """At stdout's end the sink hears EOF; the pipe bookkeeping is the base class's."""
+        if fd == 1:
+            if self._sink is None:
+                self._early.append(None)
+            else:
+                self._to_sink(None)
+        super().pipe_connection_lost(fd, exc)
+
+    def _to_sink(self, data: bytes | None) -> None:
+        assert self._sink is not None
+        try:
+            if data is None:
+                self._sink.feed_eof()
+            else:
+                self._sink.feed(data)
+        except Exception:  # raised into the pipe's callback it would close the pipe
+            logger.exception("failed to take the agent's output")
 
     def process_exited(self) -> None:
         """Mark the process exited (without waiting for its pipes to close)."""
@@ -167,89 +213,3 @@ class StderrTail:
         text = bytes(self._tail[-fresh:]).decode(errors="replace")
         lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
         return "\n".join(lines[-ERROR_TAIL_LINES:])
-
-
-class NdjsonStdio:
-    """SDK `Transport` over the agent's stdin/stdout, intercepting `session/update`.
-
-    The SDK runs every inbound notification as its own task; taking updates here, inside the
-    single receive loop, keeps their order exact and lets a prompt's response be ordered after
-    every update that preceded it on the wire. Updates arriving while a `session/load` request is
-    outstanding are flagged as replay (docs/protocol.md §3.3 step 5).
-    """
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        on_update: Callable[[object, bool], None],
-        line_limit: int = LINE_LIMIT,
-    ) -> None:
-        self._reader = reader
-        self._lines = Lines(line_limit)
-        self._ready: deque[bytes] = deque()  # lines read but not yet taken
-        self._writer = writer
-        self._on_update = on_update
-        self._write_lock = asyncio.Lock()
-        self._loads: set[object] = set()
-        self._closed = False
-        self.eof = asyncio.Event()
-
-    def forget_loads(self) -> None:
-        """Stop treating updates as replay (the load request finished or was abandoned)."""
-        self._loads.clear()
-
-    async def send(self, message: dict[str, Any]) -> None:
-        """Write one JSON line; raises ConnectionError when the agent can't take it."""
-        if message.get("method") == "session/load" and "id" in message:
-            self._loads.add(message["id"])
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-        async with self._write_lock:
-            if self._closed or self._writer.is_closing():
-                raise ConnectionError("acp connection closed")
-            try:
-                self._writer.write(data)
-                await self._writer.drain()
-            except (OSError, RuntimeError) as exc:
-                raise ConnectionError("acp connection closed") from exc
-
-    async def receive(self) -> dict[str, Any] | None:
-        """Next message for the SDK; None at EOF. Updates are handed off, never returned."""
-        while True:
-            line = await self._read_line()
-            if line is None:
-                self.eof.set()
-                return None
-            try:
-                message = parse_line(line)
-            except ValueError:
-                logger.debug("ignoring a non-JSON line from the agent")
-                continue
-            if not isinstance(message, dict):
-                continue
-            if message.get("method") == "session/update" and "id" not in message:
-                params = message.get("params")
-                update = params.get("update") if isinstance(params, dict) else None
-                try:
-                    self._on_update(update, bool(self._loads))
-                except Exception:
-                    logger.exception("failed to handle a session/update")
-                continue
-            if "method" not in message and message.get("id") in self._loads:
-                self._loads.discard(message["id"])
-            return message
-
-    async def _read_line(self) -> bytes | None:
-        while not self._ready:
-            data = await self._reader.read(READ_SIZE)
-            if not data:
-                return self._lines.end()
-            self._ready.extend(self._lines.feed(data))
-        return self._ready.popleft()
-
-    async def close(self) -> None:
-        """Close the agent's stdin (EOF tells a well-behaved agent to exit)."""
-        # No write lock: a send stuck on a full pipe must not block closing.
-        self._closed = True
-        with contextlib.suppress(OSError, RuntimeError):
-            self._writer.close()

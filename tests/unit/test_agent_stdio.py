@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from c2.core.agents.framing import Lines, parse_line
-from c2.core.agents.stdio import NdjsonStdio, spawn
+from c2.core.agents.framing import Lines, NdjsonStdio, parse_line
+from c2.core.agents.stdio import spawn
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -26,11 +26,10 @@ def update(n: int) -> dict[str, Any]:
 
 
 class Harness:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.seen: list[tuple[object, bool]] = []
-        self.reader = reader
         self.stdio = NdjsonStdio(
-            reader, writer, lambda u, replay: self.seen.append((u, replay)), line_limit=256
+            writer, lambda u, replay: self.seen.append((u, replay)), line_limit=256
         )
 
     async def receive(self) -> dict[str, Any] | None:
@@ -39,14 +38,14 @@ class Harness:
 
 @pytest.fixture
 async def harness() -> AsyncIterator[Harness]:
-    """An NdjsonStdio over an in-memory reader and a real pipe writer."""
+    """An NdjsonStdio fed by hand, over a real pipe writer."""
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(write_fd, "wb")
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    yield Harness(asyncio.StreamReader(limit=256), writer)
+    yield Harness(writer)
     writer.close()
     os.close(read_fd)
 
@@ -54,8 +53,8 @@ async def harness() -> AsyncIterator[Harness]:
 async def test_stdio_takes_updates_in_order_and_returns_other_messages(harness: Harness) -> None:
     """session/update goes to the callback in wire order; responses reach the SDK."""
     for n in range(3):
-        harness.reader.feed_data(frame(update(n)))
-    harness.reader.feed_data(frame({"jsonrpc": "2.0", "id": 7, "result": {}}))
+        harness.stdio.feed(frame(update(n)))
+    harness.stdio.feed(frame({"jsonrpc": "2.0", "id": 7, "result": {}}))
     assert await harness.receive() == {"jsonrpc": "2.0", "id": 7, "result": {}}
     assert harness.seen == [({"n": 0}, False), ({"n": 1}, False), ({"n": 2}, False)]
 
@@ -63,10 +62,10 @@ async def test_stdio_takes_updates_in_order_and_returns_other_messages(harness: 
 async def test_stdio_flags_updates_while_a_load_is_outstanding(harness: Harness) -> None:
     """Updates between a session/load request and its response are marked as replay."""
     await harness.stdio.send({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {}})
-    harness.reader.feed_data(frame(update(1)))
-    harness.reader.feed_data(frame({"jsonrpc": "2.0", "id": 3, "result": {}}))
-    harness.reader.feed_data(frame(update(2)))
-    harness.reader.feed_data(frame({"jsonrpc": "2.0", "id": 4, "result": {}}))
+    harness.stdio.feed(frame(update(1)))
+    harness.stdio.feed(frame({"jsonrpc": "2.0", "id": 3, "result": {}}))
+    harness.stdio.feed(frame(update(2)))
+    harness.stdio.feed(frame({"jsonrpc": "2.0", "id": 4, "result": {}}))
     assert (await harness.receive() or {})["id"] == 3
     assert (await harness.receive() or {})["id"] == 4
     assert harness.seen == [({"n": 1}, True), ({"n": 2}, False)]
@@ -74,13 +73,31 @@ async def test_stdio_flags_updates_while_a_load_is_outstanding(harness: Harness)
 
 async def test_stdio_skips_junk_and_oversized_lines(harness: Harness) -> None:
     """Non-JSON, non-object and over-limit lines are skipped; EOF ends the stream."""
-    harness.reader.feed_data(b"not json\n[1,2]\n\n")
-    harness.reader.feed_data(b'{"id": 1, "result": "' + b"x" * 500 + b'"}\n')
-    harness.reader.feed_data(b'{"id": 2}\n')
-    harness.reader.feed_eof()
+    harness.stdio.feed(b"not json\n[1,2]\n\n")
+    harness.stdio.feed(b'{"id": 1, "result": "' + b"x" * 500 + b'"}\n')
+    harness.stdio.feed(b'{"id": 2}\n')
+    harness.stdio.feed_eof()
     assert await harness.receive() == {"id": 2}
     assert await harness.receive() is None
     assert harness.stdio.eof.is_set()
+
+
+async def test_stdio_takes_updates_as_they_are_read_and_wakes_a_waiting_receive(
+    harness: Harness,
+) -> None:
+    """Updates are handled during `feed` itself, before the SDK looks; a `receive` already
+    waiting gets the next message when it is read; EOF answers None from then on."""
+    waiting = asyncio.ensure_future(harness.receive())
+    await asyncio.sleep(0)
+    harness.stdio.feed(frame(update(1)) + b'{"id": 5, "res')
+    assert harness.seen == [({"n": 1}, False)]
+    assert not waiting.done()
+    harness.stdio.feed(b'ult": {}}\n' + frame(update(2)))
+    assert harness.seen == [({"n": 1}, False), ({"n": 2}, False)]
+    assert await waiting == {"id": 5, "result": {}}
+    harness.stdio.feed_eof()
+    assert await harness.receive() is None
+    assert await harness.receive() is None
 
 
 async def test_stdio_send_after_close_raises_connection_error(harness: Harness) -> None:
@@ -99,12 +116,32 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
     monkeypatch.setenv("AGENT_API_KEY", "for-the-agent")
     code = "import json, os; print(json.dumps(dict(os.environ)))"
     process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 10)
-    await asyncio.wait_for(protocol.exited.wait(), 10)
-    seen = json.loads(line)
+    assert process.stdin is not None
+    stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
+    protocol.attach_stdout(stdio)
+    seen = await asyncio.wait_for(stdio.receive(), 10)
+    assert seen is not None
     assert seen["AGENT_API_KEY"] == "for-the-agent"
     assert not [name for name in seen if name.startswith("C2_")]
+    process.stdin.close()
+    await asyncio.wait_for(process.wait(), 10)
+
+
+async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: Path) -> None:
+    """An agent may write before its reader is in place: the protocol keeps those reads (and
+    EOF) and hands them over in order once it is attached."""
+    code = 'import sys; sys.stdout.write(\'{"id": 1}\\n{"id": 2}\')'
+    process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
+    await asyncio.wait_for(protocol.exited.wait(), 10)
+    await asyncio.sleep(0.1)  # the pipe's end is read after the exit
+    assert process.stdin is not None
+    stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
+    protocol.attach_stdout(stdio)
+    assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 1}
+    assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 2}
+    assert await asyncio.wait_for(stdio.receive(), 5) is None
+    process.stdin.close()
+    await asyncio.wait_for(process.wait(), 10)
 
 
 def test_lines_split_across_reads_and_drop_what_is_over_the_limit() -> None:
