@@ -84,6 +84,11 @@ CANCEL_SEND_TIMEOUT = 5.0
 CLOSE_SESSION_TIMEOUT = 0.5  # session/close is a courtesy before ending the process
 STDERR_SETTLE = 0.1  # after a failed request, how long its stderr may take to arrive
 AUTH_REQUIRED = -32000  # ACP's "authentication required" JSON-RPC error code
+# Updates waiting for a handler that made them wait (its writer backlogged) at which the
+# agent's stdout stops being read, and the level at which reading resumes: the agent is held
+# back rather than c2's memory growing with what it says.
+MAX_QUEUED_UPDATES = 1024
+RESUME_QUEUED_UPDATES = 256
 CLIENT_CAPABILITIES: dict[str, Any] = {
     # fs is not offered (docs/protocol.md §9.1).
     "fs": {"readTextFile": False, "writeTextFile": False},
@@ -104,6 +109,7 @@ class AgentProcess:
         assert process.stdin and process.stderr
         self._process = process
         self._exited = protocol.exited
+        self._protocol = protocol
         self._handler = handler
         self._registry = registry
         self.pid: int = process.pid
@@ -430,6 +436,8 @@ class AgentProcess:
                 logger.exception("agent update handler failed")
                 return
         self._updates.put_nowait(translated)
+        if self._updates.qsize() >= MAX_QUEUED_UPDATES:
+            self._protocol.pause_stdout()
 
     async def _pump(self) -> None:
         try:
@@ -446,6 +454,8 @@ class AgentProcess:
                     logger.exception("agent update handler failed")
                 finally:
                     self._pumping = False
+                if self._updates.qsize() <= RESUME_QUEUED_UPDATES:
+                    self._protocol.resume_stdout()
         finally:
             while not self._updates.empty():
                 item = self._updates.get_nowait()

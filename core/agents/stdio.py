@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from c2.core.agents.environment import agent_environment
 from c2.core.agents.framing import LINE_LIMIT
@@ -86,6 +86,30 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited = asyncio.Event()
         self._sink: StdoutSink | None = None
         self._early: list[bytes | None] = []  # stdout read before the sink came (None: EOF)
+        self._stdout_pipe: asyncio.ReadTransport | None = None
+        self._stdout_paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep stdout's pipe transport, to pause and resume it."""
+        super().connection_made(transport)
+        pipe = cast(asyncio.SubprocessTransport, transport).get_pipe_transport(1)
+        self._stdout_pipe = cast(asyncio.ReadTransport | None, pipe)
+
+    def pause_stdout(self) -> None:
+        """Stop reading stdout until `resume_stdout`: once its pipe is full, the agent's
+        writes block (it is held back instead of c2 buffering what it says)."""
+        pipe = self._stdout_pipe
+        if not self._stdout_paused and pipe is not None and not pipe.is_closing():
+            pipe.pause_reading()
+            self._stdout_paused = True
+
+    def resume_stdout(self) -> None:
+        """Read stdout again after `pause_stdout`."""
+        pipe = self._stdout_pipe
+        if self._stdout_paused and pipe is not None:
+            self._stdout_paused = False
+            if not pipe.is_closing():
+                pipe.resume_reading()
 
     def attach_stdout(self, sink: StdoutSink) -> None:
         """Send stdout to `sink` from now on, starting with anything already read."""

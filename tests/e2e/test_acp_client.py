@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from c2.core.agents.client import (
+    MAX_QUEUED_UPDATES,
     AgentError,
     AgentProcess,
     AgentUpdate,
@@ -43,6 +44,8 @@ class Recorder:
         self.declines: Callable[[AgentUpdate], bool] = lambda update: False
         self.slow = 0.0
         self.queued = 0  # updates that came through `on_update`
+        self.gate = asyncio.Event()  # `on_update` waits for it (cleared: the handler is stuck)
+        self.gate.set()
 
     @property
     def updates(self) -> list[AgentUpdate]:
@@ -62,6 +65,7 @@ class Recorder:
         self.queued += 1
         self.events.append(update)
         self.arrived.set()
+        await self.gate.wait()
         await asyncio.sleep(self.slow)
 
     async def on_permission(self, ask: PermissionAsk) -> str | None:
@@ -453,6 +457,32 @@ async def test_agent_process_keeps_order_when_the_handler_makes_updates_wait(
     assert rec.text() == "".join(f"chunk-{i} " for i in range(40)) + "x"
     # chunk-3 and whatever arrived while it waited went through the queue; not all of them.
     assert 0 < rec.queued < 41
+
+
+async def test_agent_process_stops_reading_while_too_many_updates_wait(
+    start: Starter, tmp_path: Path
+) -> None:
+    """While the handler keeps updates waiting, c2 stops reading the agent once
+    MAX_QUEUED_UPDATES are queued (the agent then blocks on its full pipe) instead of holding
+    all it says in memory; reading resumes as they drain, nothing lost, wire order kept."""
+    agent, rec = await start()
+    rec.declines = lambda update: True
+    rec.gate.clear()
+    session = (await agent.new_session(str(tmp_path))).acp_session_id
+    chunks = 20_000
+    turn = asyncio.create_task(agent.prompt(session, f"/chunks {chunks}\n/text x"))
+    peak = steady = 0
+    while steady < 10:  # until what c2 holds has not grown for 0.5 s
+        await asyncio.sleep(0.05)
+        held = agent._updates.qsize()  # the agent's output read and not yet handled
+        steady = steady + 1 if held <= peak else 0
+        peak = max(peak, held)
+    # At most the bound plus the rest of the read that crossed it.
+    assert MAX_QUEUED_UPDATES <= peak < chunks // 4
+    assert not turn.done()
+    rec.gate.set()
+    assert await asyncio.wait_for(turn, WAIT) == StopReason.END_TURN
+    assert rec.text() == "".join(f"chunk-{i} " for i in range(chunks)) + "x"
 
 
 async def test_agent_process_start_missing_command(tmp_path: Path) -> None:
