@@ -168,8 +168,9 @@ class NdjsonStdio:
             except Exception:
                 logger.exception("failed to handle a session/update")
             return
-        if "method" not in message and message.get("id") in self._loads:
-            self._loads.discard(message["id"])
+        ident = message.get("id")
+        if "method" not in message and isinstance(ident, int | str) and ident in self._loads:
+            self._loads.discard(ident)  # (an id of another type is never one of ours)
         self._deliver(message)
 
     def _deliver(self, message: dict[str, Any] | None) -> None:

@@ -122,10 +122,12 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         """Stdout to the sink; stderr to its StreamReader."""
         if fd != 1:
             super().pipe_data_received(fd, data)
-        elif self._sink is None:
-            self._early.append(bytes(data) if isinstance(data, bytes) else data.encode())
+            return
+        read = data if isinstance(data, bytes) else data.encode()  # pipes give bytes
+        if self._sink is None:
+            self._early.append(read)
         else:
-            self._to_sink(data if isinstance(data, bytes) else data.encode())
+            self._to_sink(read)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         """At stdout's end the sink hears EOF; the pipe bookkeeping is the base class's."""

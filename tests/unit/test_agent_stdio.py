@@ -100,6 +100,17 @@ async def test_stdio_takes_updates_as_they_are_read_and_wakes_a_waiting_receive(
     assert await harness.receive() is None
 
 
+async def test_stdio_takes_the_rest_of_a_read_after_a_response_with_an_odd_id(
+    harness: Harness,
+) -> None:
+    """A response whose id no request of ours could have (a list) reaches the SDK, which
+    rejects it; the lines after it in the same read are still taken."""
+    await harness.stdio.send({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {}})
+    harness.stdio.feed(b'{"id": [3], "result": {}}\n' + frame(update(1)))
+    assert await harness.receive() == {"id": [3], "result": {}}
+    assert harness.seen == [({"n": 1}, True)]  # the load is still outstanding
+
+
 async def test_stdio_send_after_close_raises_connection_error(harness: Harness) -> None:
     """Sending on a closed stdin is a ConnectionError (the SDK fails the request)."""
     await harness.stdio.close()
