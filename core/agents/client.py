@@ -108,8 +108,7 @@ class AgentProcess:
     ) -> None:
         assert process.stdin and process.stderr
         self._process = process
-        self._exited = protocol.exited
-        self._protocol = protocol
+        self._protocol = protocol  # its `exited` is set when the process is reaped
         self._handler = handler
         self._registry = registry
         self.pid: int = process.pid
@@ -307,9 +306,9 @@ class AgentProcess:
                 await self._close_session(acp_session_id)
             await self._conn.close()  # fails outstanding requests, closes the agent's stdin
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._exited.wait(), grace)
+                await asyncio.wait_for(self._protocol.exited.wait(), grace)
             # Even after the leader left, its children may still be running in the group.
-            await terminate_group(self.pid, self._exited, grace)
+            await terminate_group(self.pid, self._protocol.exited, grace)
         except BaseException:
             signal_group(self.pid, signal.SIGKILL)
             raise
@@ -323,7 +322,7 @@ class AgentProcess:
     @property
     def alive_process(self) -> bool:
         """True while the leader process has not exited (even while closing)."""
-        return self._process.returncode is None and not self._exited.is_set()
+        return self._process.returncode is None and not self._protocol.exited.is_set()
 
     async def _close_session(self, acp_session_id: str) -> None:
         """`session/close`, bounded; a refusal or silence only means we escalate sooner."""
@@ -398,7 +397,7 @@ class AgentProcess:
         return f"{message}: {tail}" if tail else message
 
     async def _watch_exit(self) -> None:
-        await self._exited.wait()
+        await self._protocol.exited.wait()
         orphaned = not self._closing
         if orphaned:
             # The leader is gone: whatever it started goes with it, at once (close() would

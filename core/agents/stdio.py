@@ -123,23 +123,19 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         if fd != 1:
             super().pipe_data_received(fd, data)
             return
-        read = data if isinstance(data, bytes) else data.encode()  # pipes give bytes
-        if self._sink is None:
-            self._early.append(read)
-        else:
-            self._to_sink(read)
+        self._to_sink(data if isinstance(data, bytes) else data.encode())  # pipes give bytes
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         """At stdout's end the sink hears EOF; the pipe bookkeeping is the base class's."""
         if fd == 1:
-            if self._sink is None:
-                self._early.append(None)
-            else:
-                self._to_sink(None)
+            self._to_sink(None)
         super().pipe_connection_lost(fd, exc)
 
     def _to_sink(self, data: bytes | None) -> None:
-        assert self._sink is not None
+        """One read (None: EOF) to the sink, or kept for it until it is attached."""
+        if self._sink is None:
+            self._early.append(data)
+            return
         try:
             if data is None:
                 self._sink.feed_eof()
