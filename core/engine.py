@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, assert_never
 
 from c2.core.agent_feed import AgentFeed
-from c2.core.agents.factory import start_agent
+from c2.core.agents.factory import paced_agent_factory
 from c2.core.agents.port import AgentFactory
 from c2.core.checkpoints import CheckpointService, RewindResult
 from c2.core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
@@ -109,9 +109,11 @@ class Engine:
         providers: ProviderRegistry | None = None,
         skills: SkillLibrary | None = None,
         max_live_agents: int = 32,
-        agent_factory: AgentFactory = start_agent,
+        agent_factory: AgentFactory | None = None,
     ) -> None:
         self.store = store
+        if agent_factory is None:
+            agent_factory = paced_agent_factory(store.commit_interval, store.commit_paced)
         self.providers = providers or ProviderRegistry.load(home)
         self.compiler = PromptCompiler(store, skills or SkillLibrary(home / "skills"))
         reporter = Reporter(store)

@@ -23,6 +23,7 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 
 from c2.core.agents.framing import NdjsonStdio
+from c2.core.agents.pipes import PipeTicker
 from c2.core.agents.port import LaunchSpec, ProcessRegistry
 from c2.core.agents.stdio import (
     AgentProtocol,
@@ -145,12 +146,14 @@ class AgentProcess:
         *,
         initialize_timeout: float = INITIALIZE_TIMEOUT,
         registry: ProcessRegistry | None = None,
+        pipes: PipeTicker | None = None,
     ) -> AgentProcess:
-        """Spawn the agent and run ACP `initialize`; raises AgentError on either failing."""
+        """Spawn the agent and run ACP `initialize`; raises AgentError on either failing.
+        With `pipes`, its stdout is read on that tick while it trickles (core/agents/pipes.py)."""
         if not await asyncio.to_thread(os.path.isdir, spec.cwd):
             raise AgentError(f"working directory not found: {spec.cwd}")
         try:
-            process, protocol = await spawn(spec.command, spec.args, spec.env, spec.cwd)
+            process, protocol = await spawn(spec.command, spec.args, spec.env, spec.cwd, pipes)
         except FileNotFoundError:
             raise AgentError(f"command not found: {spec.command}") from None
         except PermissionError:
@@ -316,6 +319,7 @@ class AgentProcess:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._protocol.close_stdout()
             self._closed.set()
         await self._forget()
 

@@ -7,14 +7,32 @@ a server that only serves reads, or waits for its first prompt, should be ready 
 
 from __future__ import annotations
 
-from c2.core.agents.port import Agent, LaunchSpec, ProcessRegistry
+from collections.abc import Callable
+from functools import partial
+
+from c2.core.agents.pipes import PipeTicker
+from c2.core.agents.port import Agent, AgentFactory, LaunchSpec, ProcessRegistry
 from c2.core.agents.updates import AgentHandler
 
 
 async def start_agent(
-    spec: LaunchSpec, handler: AgentHandler, registry: ProcessRegistry | None
+    spec: LaunchSpec,
+    handler: AgentHandler,
+    registry: ProcessRegistry | None,
+    *,
+    pipes: PipeTicker | None = None,
 ) -> Agent:
-    """Spawn and initialize the agent `spec` describes; raises AgentError when it can't."""
+    """Spawn and initialize the agent `spec` describes; raises AgentError when it can't.
+    With `pipes`, a trickling agent's stdout is read on that tick (core/agents/pipes.py)."""
     from c2.core.agents.client import AgentProcess
 
-    return await AgentProcess.start(spec, handler, registry=registry)
+    return await AgentProcess.start(spec, handler, registry=registry, pipes=pipes)
+
+
+def paced_agent_factory(commit_interval: float, commit: Callable[[], None]) -> AgentFactory:
+    """`start_agent` with trickling agents' stdout read every `commit_interval` seconds (the
+    store's), `commit` called after each tick that read (core/agents/pipes.py); every read on
+    readiness when the store commits at once (`0`)."""
+    if commit_interval <= 0:
+        return start_agent
+    return partial(start_agent, pipes=PipeTicker(commit_interval, commit))

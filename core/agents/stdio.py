@@ -1,7 +1,7 @@
 """The agent subprocess: spawning (own process group, killed with the server on Linux), its
-stdout handed as read to the NDJSON transport (core/agents/framing.py), exit detection that
-does not depend on the pipes closing (a grandchild may hold stdout open), process-group
-termination, and the tail of its stderr.
+stdout on a pipe c2 reads itself (core/agents/pipes.py) into the NDJSON transport
+(core/agents/framing.py), exit detection that does not depend on the pipes closing (a
+grandchild may hold stdout open), process-group termination, and the tail of its stderr.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Protocol, cast
 
 from c2.core.agents.environment import agent_environment
 from c2.core.agents.framing import LINE_LIMIT
+from c2.core.agents.pipes import PipeTicker, StdoutPipe, StdoutSink
 
 logger = logging.getLogger(__name__)
 
@@ -60,89 +60,35 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     return preexec
 
 
-class StdoutSink(Protocol):
-    """Where the agent's stdout goes as it is read (NdjsonStdio)."""
-
-    def feed(self, data: bytes) -> None:
-        """One read, in order."""
-
-    def feed_eof(self) -> None:
-        """The pipe closed: nothing more comes."""
-
-
 class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Stream protocol that hands stdout straight to a sink and reports process exit as soon
-    as the child is reaped.
+    """Stream protocol for the agent's stdin and stderr that reports process exit as soon as
+    the child is reaped; stdout is c2's own pipe (core/agents/pipes.py).
 
-    Each read of stdout goes to the sink from the pipe's own callback: a streaming agent sends
-    one line per chunk, often one read each, and a StreamReader would cost a task wake-up of the
-    reader per read besides its buffer. `Process.wait()` (Python 3.11) only returns once every
-    pipe is closed, which never happens while a surviving grandchild keeps stdout open;
-    `process_exited` fires on reap.
+    `Process.wait()` (Python 3.11) only returns once every pipe is closed, which never happens
+    while a surviving grandchild keeps stdout open; `process_exited` fires on reap.
     """
 
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, stdout: StdoutPipe) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
-        self._sink: StdoutSink | None = None
-        self._early: list[bytes | None] = []  # stdout read before the sink came (None: EOF)
-        self._stdout_pipe: asyncio.ReadTransport | None = None
-        self._stdout_paused = False
+        self.stdout_pipe = stdout
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep stdout's pipe transport, to pause and resume it."""
-        super().connection_made(transport)
-        pipe = cast(asyncio.SubprocessTransport, transport).get_pipe_transport(1)
-        self._stdout_pipe = cast(asyncio.ReadTransport | None, pipe)
+    def attach_stdout(self, sink: StdoutSink) -> None:
+        """Read stdout into `sink` from now on (what came before waits in the pipe)."""
+        self.stdout_pipe.attach(sink)
 
     def pause_stdout(self) -> None:
         """Stop reading stdout until `resume_stdout`: once its pipe is full, the agent's
         writes block (it is held back instead of c2 buffering what it says)."""
-        pipe = self._stdout_pipe
-        if not self._stdout_paused and pipe is not None and not pipe.is_closing():
-            pipe.pause_reading()
-            self._stdout_paused = True
+        self.stdout_pipe.pause()
 
     def resume_stdout(self) -> None:
         """Read stdout again after `pause_stdout`."""
-        pipe = self._stdout_pipe
-        if self._stdout_paused and pipe is not None:
-            self._stdout_paused = False
-            if not pipe.is_closing():
-                pipe.resume_reading()
+        self.stdout_pipe.resume()
 
-    def attach_stdout(self, sink: StdoutSink) -> None:
-        """Send stdout to `sink` from now on, starting with anything already read."""
-        self._sink = sink
-        early, self._early = self._early, []
-        for data in early:
-            self._to_sink(data)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        """Stdout to the sink; stderr to its StreamReader."""
-        if fd != 1:
-            super().pipe_data_received(fd, data)
-            return
-        self._to_sink(data if isinstance(data, bytes) else data.encode())  # pipes give bytes
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        """At stdout's end the sink hears EOF; the pipe bookkeeping is the base class's."""
-        if fd == 1:
-            self._to_sink(None)
-        super().pipe_connection_lost(fd, exc)
-
-    def _to_sink(self, data: bytes | None) -> None:
-        """One read (None: EOF) to the sink, or kept for it until it is attached."""
-        if self._sink is None:
-            self._early.append(data)
-            return
-        try:
-            if data is None:
-                self._sink.feed_eof()
-            else:
-                self._sink.feed(data)
-        except Exception:  # raised into the pipe's callback it would close the pipe
-            logger.exception("failed to take the agent's output")
+    def close_stdout(self) -> None:
+        """Stop reading stdout and close c2's end of it."""
+        self.stdout_pipe.close()
 
     def process_exited(self) -> None:
         """Mark the process exited (without waiting for its pipes to close)."""
@@ -151,7 +97,11 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
 
 async def spawn(
-    command: str, args: list[str], env: dict[str, str], cwd: str
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str,
+    pipes: PipeTicker | None = None,
 ) -> tuple[asyncio.subprocess.Process, AgentProtocol]:
     """Start `command` in its own session/process group with piped stdio. No shell.
 
@@ -159,18 +109,27 @@ async def spawn(
     covered that way, the start-up sweep of recorded groups ends them (core/processes.py).
     """
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: AgentProtocol(LINE_LIMIT, loop),
-        command,
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=agent_environment(env),
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=_die_with_parent(os.getpid()),
-    )
+    read_end, write_end = os.pipe()  # neither inherited by other children (PEP 446)
+    stdout = StdoutPipe(read_end, pipes)
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: AgentProtocol(LINE_LIMIT, loop, stdout),
+            command,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+            env=agent_environment(env),
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+    except BaseException:
+        stdout.close()
+        raise
+    finally:
+        # The child has its own copy: EOF comes when it and its own children let go of it.
+        os.close(write_end)
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 

@@ -146,6 +146,34 @@ async def test_store_writer_resting_after_a_paced_commit_takes_an_awaited_write_
     ]
 
 
+async def test_store_commit_paced_commits_the_paced_writes_queued_so_far_at_once(
+    database_url: str,
+):
+    """The agents' pipe tick ends the writer's interval once it has read (commit_paced): the
+    paced writes queued before it commit then, together, and the writer paces again after
+    (an interval of an hour: anything left to it would time out)."""
+    batches: list[list[CommittedEvent]] = []
+    db = Store(database_url, commit_interval=3600)
+    await asyncio.to_thread(db.migrate)
+    db.start(publish=batches.append)
+    try:
+        await asyncio.wait_for(db.submit(_note("paced"), paced=True), 10)  # the first: at once
+        ticked = [db.submit(_note(f"t{i}"), paced=True) for i in range(3)]
+        db.commit_paced()
+        await asyncio.wait_for(asyncio.gather(*ticked), 10)
+        held = db.submit(_note("held"), paced=True)
+        await asyncio.sleep(0.2)
+        assert not held.done()  # paced again: the tick ended one wait, not the pacing
+    finally:
+        await asyncio.wait_for(asyncio.to_thread(db.close), 10)
+    await asyncio.wait_for(held, 10)
+    assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
+        ["paced"],
+        ["t0", "t1", "t2"],
+        ["held"],
+    ]
+
+
 async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itself(store):
     """A job of several steps commits in one unit of work; when one step fails on its own,
     the steps are replayed one per transaction: the others commit, in order, and the job

@@ -139,12 +139,11 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
 
 
 async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: Path) -> None:
-    """An agent may write before its reader is in place: the protocol keeps those reads (and
-    EOF) and hands them over in order once it is attached."""
+    """An agent may write, and even exit, before its reader is in place: what it wrote waits in
+    the pipe, then EOF, and the sink gets them in order once it is attached."""
     code = 'import sys; sys.stdout.write(\'{"id": 1}\\n{"id": 2}\')'
     process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
     await asyncio.wait_for(protocol.exited.wait(), 10)
-    await asyncio.sleep(0.1)  # the pipe's end is read after the exit
     assert process.stdin is not None
     stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
     protocol.attach_stdout(stdio)

@@ -1,0 +1,225 @@
+"""The agent's stdout pipe (core/agents/pipes.py) over a real OS pipe: read on readiness while
+quiet, on the shared tick while it trickles, back to readiness when it fills or goes quiet;
+every byte reaches the sink once, in order, then EOF."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from c2.core.agents.pipes import FULL_READ, QUIET_TICKS, PipeTicker, StdoutPipe
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.reads: list[bytes] = []
+        self.eof = False
+
+    def feed(self, data: bytes) -> None:
+        self.reads.append(data)
+
+    def feed_eof(self) -> None:
+        self.eof = True
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.reads)
+
+
+class Ticks:
+    """A ticker driven by hand (its own timer is an hour away), counting its after-tick calls."""
+
+    def __init__(self) -> None:
+        self.after = 0
+        self.ticker = PipeTicker(3600, self._after)
+
+    def _after(self) -> None:
+        self.after += 1
+
+
+@pytest.fixture
+def fds() -> Iterator[tuple[int, int]]:
+    read_fd, write_fd = os.pipe()
+    yield read_fd, write_fd
+    for fd in (read_fd, write_fd):
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # the pipe closed it
+
+
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Let the loop run until `check()` holds: readiness reads happen in loop callbacks, and
+    what they change (the sink, the pipe's mode) has no event to await."""
+    async with asyncio.timeout(timeout):
+        while not check():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
+
+async def trickling(fds: tuple[int, int]) -> tuple[Ticks, Sink, StdoutPipe]:
+    """A pipe on a hand-driven ticker whose first line (`a`) was read on readiness: it is on
+    the tick now."""
+    ticks, sink = Ticks(), Sink()
+    pipe = StdoutPipe(fds[0], ticks.ticker)
+    pipe.attach(sink)
+    os.write(fds[1], b"a\n")
+    await until(lambda: pipe.ticking)
+    assert sink.data == b"a\n"
+    return ticks, sink, pipe
+
+
+async def test_a_small_read_moves_the_pipe_to_the_tick_which_reads_and_commits(
+    fds: tuple[int, int],
+) -> None:
+    """The first line after a quiet spell is read at once; the pipe then waits for the tick,
+    which reads everything that came meanwhile in one read and calls its after-tick hook,
+    which a tick that read nothing does not call."""
+    ticks, sink, pipe = await trickling(fds)
+    os.write(fds[1], b"two\n")
+    os.write(fds[1], b"three\n")
+    await asyncio.sleep(0.1)
+    assert sink.data == b"a\n"  # off the readiness set: waiting for the tick
+    ticks.ticker.tick()
+    assert sink.reads == [b"a\n", b"two\nthree\n"]
+    assert ticks.after == 1
+    ticks.ticker.tick()
+    assert ticks.after == 1  # nothing read, nothing to commit
+    pipe.close()
+    assert pipe.closed and not pipe.ticking
+
+
+async def test_a_pipe_that_fills_in_a_tick_goes_back_to_readiness(fds: tuple[int, int]) -> None:
+    """An agent writing faster than a tick drains (flat out) is read on readiness again: each
+    read then carries many lines, and waiting would only block it on a full pipe."""
+    ticks, sink, pipe = await trickling(fds)
+    write_fd = fds[1]
+    burst = b"x" * (FULL_READ - 2) + b"\n\n"
+    os.write(write_fd, burst)
+    ticks.ticker.tick()
+    assert not pipe.ticking
+    os.write(write_fd, b"b\n")
+    await until(lambda: sink.data.endswith(b"b\n"))  # read on readiness, no tick needed
+    assert sink.data == b"a\n" + burst + b"b\n"
+    pipe.close()
+
+
+async def test_a_pipe_quiet_for_a_while_goes_back_to_readiness(fds: tuple[int, int]) -> None:
+    """After QUIET_TICKS empty ticks the pipe leaves the tick: an idle agent costs no ticks,
+    and its next line is read at once."""
+    ticks, sink, pipe = await trickling(fds)
+    write_fd = fds[1]
+    for _ in range(QUIET_TICKS - 1):
+        ticks.ticker.tick()
+    assert pipe.ticking
+    ticks.ticker.tick()
+    assert not pipe.ticking
+    os.write(write_fd, b"b\n")
+    await until(lambda: sink.data == b"a\nb\n")
+    pipe.close()
+
+
+@pytest.mark.parametrize("on_tick", [False, True])
+async def test_eof_reaches_the_sink_after_every_byte_and_closes_the_pipe(
+    fds: tuple[int, int], on_tick: bool
+) -> None:
+    """The writer's end closing is EOF, after all it wrote, whether the pipe is read on
+    readiness or on the tick (a short read empties a pipe, so the tick after it sees the
+    EOF); the pipe is closed and off both."""
+    read_fd, write_fd = fds
+    ticks, sink = Ticks(), Sink()
+    if on_tick:
+        ticks, sink, pipe = await trickling(fds)
+    else:
+        pipe = StdoutPipe(read_fd)
+        pipe.attach(sink)
+    os.write(write_fd, b"last\n")
+    os.close(write_fd)
+    if on_tick:
+        ticks.ticker.tick()
+        assert not sink.eof
+        ticks.ticker.tick()
+    await until(lambda: sink.eof)
+    assert sink.data == (b"a\nlast\n" if on_tick else b"last\n")
+    assert pipe.closed and not pipe.ticking
+
+
+async def test_a_paused_pipe_is_read_by_neither_the_tick_nor_readiness_until_resumed(
+    fds: tuple[int, int],
+) -> None:
+    """Backpressure: while paused nothing is read (the agent blocks once the pipe is full);
+    on resume the pipe is read on readiness first."""
+    ticks, sink, pipe = await trickling(fds)
+    write_fd = fds[1]
+    pipe.pause()
+    assert not pipe.ticking
+    os.write(write_fd, b"b\n")
+    ticks.ticker.tick()
+    await asyncio.sleep(0.1)
+    assert sink.data == b"a\n"
+    pipe.resume()
+    await until(lambda: sink.data == b"a\nb\n")
+    pipe.close()
+
+
+async def test_the_tick_reads_each_pipe_on_its_own_timer_and_stops_with_the_last_pipe(
+    fds: tuple[int, int],
+) -> None:
+    """The ticker's own timer reads trickling pipes every interval; lines written between
+    ticks arrive in order, with the hook called once per tick that read."""
+    read_fd, write_fd = fds
+    sink = Sink()
+    calls: list[bytes] = []
+    ticker = PipeTicker(0.01, lambda: calls.append(sink.data))
+    pipe = StdoutPipe(read_fd, ticker)
+    pipe.attach(sink)
+    lines = [f"line {n}\n".encode() for n in range(20)]
+    for line in lines:
+        os.write(write_fd, line)
+        await asyncio.sleep(0.003)
+    await until(lambda: sink.data == b"".join(lines))
+    assert pipe.ticking
+    assert 1 <= len(calls) < len(lines)  # the tick took several lines per read
+    pipe.close()
+    assert ticker._timer is None  # no pipe left: no more ticks
+
+
+async def test_without_a_ticker_every_read_is_on_readiness(fds: tuple[int, int]) -> None:
+    """With no ticker (the store commits at once) each line is read as it comes."""
+    read_fd, write_fd = fds
+    sink = Sink()
+    pipe = StdoutPipe(read_fd)
+    pipe.attach(sink)
+    sent = b""
+    for n in range(5):
+        sent += b"%d\n" % n
+        os.write(write_fd, b"%d\n" % n)
+
+        def has(want: bytes = sent) -> bool:
+            return sink.data == want
+
+        await until(has)
+    assert not pipe.ticking
+    pipe.close()
+
+
+async def test_a_sink_that_raises_loses_only_that_read(fds: tuple[int, int]) -> None:
+    """A failure taking one read is logged; the pipe keeps reading (the agent lives on)."""
+    read_fd, write_fd = fds
+    seen: list[bytes] = []
+
+    class Fussy(Sink):
+        def feed(self, data: bytes) -> None:
+            if data.startswith(b"bad"):
+                raise ValueError("no")
+            seen.append(data)
+
+    pipe = StdoutPipe(read_fd)
+    pipe.attach(Fussy())
+    os.write(write_fd, b"bad\n")
+    await asyncio.sleep(0.05)
+    os.write(write_fd, b"good\n")
+    await until(lambda: seen == [b"good\n"])
+    pipe.close()
