@@ -53,7 +53,7 @@ class Settings:
     auth_failures_per_minute_total: int = 300  # the same, all addresses together
     store_retry_seconds: float = 30.0  # a write the database cannot take fails after this
     # -- throughput (issue 17) --
-    commit_interval_ms: float = 10.0  # streamed agent output is read and committed this often
+    commit_interval_ms: float = 5.0  # streamed agent output is committed at most this often
     stream_write_interval_ms: float = 5.0  # an event stream writes at most this often
     # -- notifications (issue 15) --
     webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)

@@ -30,9 +30,10 @@ async def start_agent(
 
 
 def paced_agent_factory(commit_interval: float, commit: Callable[[], None]) -> AgentFactory:
-    """`start_agent` with trickling agents' stdout read every `commit_interval` seconds (the
-    store's), `commit` called after each tick that read (core/agents/pipes.py); every read on
-    readiness when the store commits at once (`0`)."""
+    """`start_agent` with trickling agents' stdout read on a tick under load (every two commit
+    intervals: under load the reads and the commits they make come half as often), `commit`
+    called after each tick that read (core/agents/pipes.py); every read on readiness when the
+    store commits at once (`0`)."""
     if commit_interval <= 0:
         return start_agent
-    return partial(start_agent, pipes=PipeTicker(commit_interval, commit))
+    return partial(start_agent, pipes=PipeTicker(2 * commit_interval, commit))

@@ -1,19 +1,19 @@
-"""The agent's stdout pipe, read by c2 itself: on readiness while the agent is quiet or
-streaming flat out, on a shared tick while it trickles.
+"""The agent's stdout pipe, read by c2 itself: on readiness while the loop is not busy with
+agents or the agent streams flat out, on a shared tick while many agents trickle.
 
 A streaming model sends one line per chunk, tens of times a second. With fifty agents at once
-each line woke the event loop on its own: an epoll return, a switch into the loop's thread with
-cold caches, one small read. Those wake-ups, not the Python that handles a chunk, were most of
-what a chunk cost the loop (docs/decisions.md, "Performance at load, eleventh slice").
+each line woke the event loop on its own: an epoll return, a switch into the loop's thread,
+one small read, and a commit and a wake of every stream for little more than that line
+(docs/decisions.md, "Performance at load, eleventh slice").
 
-So a pipe whose read on readiness came in small leaves the loop's readiness set and is read
-on the next tick instead, with every other trickling pipe: one wake-up per tick for all of
-them. The tick runs at the store's commit interval and then asks the store to commit
-(`after_tick`), so what a tick reads is committed at once: a chunk waits for one interval, as
-it already did for its commit, not for two. A pipe goes back to readiness when a tick finds it
-fuller than a tick should (an agent streaming flat out: each read then carries many lines, and
-waiting would only fill the pipe and block the agent) or empty for `QUIET_TICKS` ticks. The
-first output after a quiet spell is read at once.
+So under load (`PipeTicker.wants`) a pipe whose read on readiness came in small leaves the
+loop's readiness set and is read on the next tick instead, with every other trickling pipe:
+one wake-up per tick for all of them. After each tick that read, the store is asked to commit
+(`after_tick`), so what a tick reads is committed at once: a chunk waits for the tick only.
+A pipe goes back to readiness when a tick finds it fuller than a tick should (an agent
+streaming flat out: each read then carries many lines, and waiting would only fill the pipe
+and block the agent), when it stays empty for `QUIET_TICKS` ticks, or with every other pipe
+when the load is gone. Without load every line is read, and committed, as it comes.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ READ_SIZE = 256 * 1024
 SMALL_READ = 16 * 1024  # a read on readiness below this moves the pipe to the tick
 FULL_READ = 32 * 1024  # half a Linux pipe in one tick: back to readiness
 QUIET_TICKS = 20  # consecutive empty ticks before a pipe goes back to readiness
+ENGAGE_READS = 5  # small reads on readiness within one interval that engage the tick
+RELEASE_READS = 3  # fewer pipes with data per tick than this, QUIET_TICKS times: release all
 
 
 class StdoutSink(Protocol):
@@ -44,14 +46,42 @@ class StdoutSink(Protocol):
 
 class PipeTicker:
     """The tick for trickling pipes: while any is on it, every `interval` seconds it reads
-    each of them, then calls `after_tick` if anything was read."""
+    each of them, then calls `after_tick` if anything was read.
 
-    def __init__(self, interval: float, after_tick: Callable[[], None] | None = None) -> None:
+    It engages only under load: a pipe's small read moves it here once `engage_reads` small
+    reads on readiness came within one interval (from all pipes), or while others are here
+    already. One agent at 100 lines/s costs the loop 100 wake-ups a second, too few to be worth
+    up to an interval of latency on each line; fifty at 20/s cost 1,000. When fewer than
+    `release_reads` pipes had anything on each of `QUIET_TICKS` ticks in a row, every pipe goes
+    back to readiness."""
+
+    def __init__(
+        self,
+        interval: float,
+        after_tick: Callable[[], None] | None = None,
+        *,
+        engage_reads: int = ENGAGE_READS,
+        release_reads: int = RELEASE_READS,
+    ) -> None:
         self.interval = interval
         self._after_tick = after_tick
+        self._engage, self._release = engage_reads, release_reads
         self._pipes: dict[StdoutPipe, None] = {}  # an ordered set: read in the order they came
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0  # loop time of the next tick
+        self._window_end = 0.0  # loop time the current count of small reads ends
+        self._small_reads = 0
+        self._slack = 0  # consecutive ticks with fewer than `release_reads` pipes read
+
+    def wants(self) -> bool:
+        """Called for each small read on readiness: should that pipe move to the tick?"""
+        if self._pipes:
+            return True
+        now = asyncio.get_running_loop().time()
+        if now >= self._window_end:
+            self._window_end, self._small_reads = now + self.interval, 0
+        self._small_reads += 1
+        return self._small_reads >= self._engage
 
     def add(self, pipe: StdoutPipe) -> None:
         """Read `pipe` on the tick from now on (the first tick is one interval away)."""
@@ -60,6 +90,7 @@ class PipeTicker:
             loop = asyncio.get_running_loop()
             self._due = loop.time() + self.interval
             self._timer = loop.call_at(self._due, self.tick)
+            self._slack = 0
 
     def discard(self, pipe: StdoutPipe) -> None:
         """Stop reading `pipe` on the tick; the timer stops with the last pipe."""
@@ -76,14 +107,20 @@ class PipeTicker:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        read = 0
+        read = busy = 0
         for pipe in tuple(self._pipes):
-            read += pipe.tick()
+            got = pipe.tick()
+            read += got
+            busy += got > 0
         if read and self._after_tick is not None:
             try:
                 self._after_tick()
             except Exception:
                 logger.exception("after-tick hook failed")
+        self._slack = self._slack + 1 if busy < self._release else 0
+        if self._slack >= QUIET_TICKS:
+            for pipe in tuple(self._pipes):
+                pipe.to_readiness()  # the load is gone: each line is worth a wake-up again
         if self._pipes:
             loop = asyncio.get_running_loop()
             # A steady cadence; a late tick does not make the next one late too.
@@ -146,23 +183,29 @@ class StdoutPipe:
         if not self.ticking:
             return got  # closed or paused meanwhile
         if got >= FULL_READ:
-            self._untick()
-            self._watch()
+            self.to_readiness()
         elif got:
             self._quiet = 0
         else:
             self._quiet += 1
             if self._quiet >= QUIET_TICKS:
-                self._untick()
-                self._watch()
+                self.to_readiness()
         return got
+
+    def to_readiness(self) -> None:
+        """Off the tick: read each time the pipe has data."""
+        self._untick()
+        self._watch()
 
     def _ready(self) -> None:
         got = self._drain()
-        if 0 < got < SMALL_READ and self._ticker is not None and self._watching is not None:
+        ticker = self._ticker
+        if not 0 < got < SMALL_READ or ticker is None or self._watching is None:
+            return  # nothing, or much (flat out), or closed or paused meanwhile
+        if ticker.wants():
             self._unwatch()
             self._quiet = 0
-            self._ticker.add(self)
+            ticker.add(self)
 
     def _drain(self) -> int:
         """Read until the pipe is empty (EOF: close, tell the sink); returns the bytes read."""
@@ -197,7 +240,7 @@ class StdoutPipe:
             logger.exception("failed to take the agent's output")
 
     def _watch(self) -> None:
-        if self._fd is None or self._sink is None or self._paused or self._watching:
+        if self._fd is None or self._sink is None or self._paused or self._watching is not None:
             return
         self._watching = asyncio.get_running_loop()
         self._watching.add_reader(self._fd, self._ready)

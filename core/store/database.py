@@ -73,7 +73,7 @@ STALL_SECONDS = 3.0
 # jobs that arrive meanwhile join it. Each commit is a transaction, a publication to every live
 # stream and so a wake-up of each of them; fewer, larger batches cut all three
 # (bench/fleet.py). Other writes (an op awaiting its write) are never held back.
-COMMIT_INTERVAL = 0.010  # docs/decisions.md, "Performance at load, eleventh slice"
+COMMIT_INTERVAL = 0.005  # docs/decisions.md, "Performance at load, fourth slice"
 
 
 class UnitOfWork:

@@ -30,11 +30,14 @@ class Sink:
 
 
 class Ticks:
-    """A ticker driven by hand (its own timer is an hour away), counting its after-tick calls."""
+    """A ticker driven by hand (its own timer is an hour away), counting its after-tick calls;
+    engaged from the first small read unless told otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, engage_reads: int = 1, release_reads: int = 1) -> None:
         self.after = 0
-        self.ticker = PipeTicker(3600, self._after)
+        self.ticker = PipeTicker(
+            3600, self._after, engage_reads=engage_reads, release_reads=release_reads
+        )
 
     def _after(self) -> None:
         self.after += 1
@@ -172,7 +175,7 @@ async def test_the_tick_reads_each_pipe_on_its_own_timer_and_stops_with_the_last
     read_fd, write_fd = fds
     sink = Sink()
     calls: list[bytes] = []
-    ticker = PipeTicker(0.01, lambda: calls.append(sink.data))
+    ticker = PipeTicker(0.01, lambda: calls.append(sink.data), engage_reads=1)
     pipe = StdoutPipe(read_fd, ticker)
     pipe.attach(sink)
     lines = [f"line {n}\n".encode() for n in range(20)]
@@ -223,3 +226,66 @@ async def test_a_sink_that_raises_loses_only_that_read(fds: tuple[int, int]) -> 
     os.write(write_fd, b"good\n")
     await until(lambda: seen == [b"good\n"])
     pipe.close()
+
+
+@pytest.fixture
+def three_pipes() -> Iterator[list[tuple[int, int]]]:
+    pairs = [os.pipe() for _ in range(3)]
+    yield pairs
+    for pair in pairs:
+        for fd in pair:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the pipe closed it
+
+
+async def test_the_tick_engages_only_when_small_reads_come_often(
+    three_pipes: list[tuple[int, int]],
+) -> None:
+    """A few agents' lines are each worth a wake-up of their own (read, and committed, at
+    once); from `engage_reads` small reads within an interval the pipes go on the tick, and a
+    pipe's small read joins a tick already running."""
+    ticks = Ticks(engage_reads=3)
+    sinks = [Sink() for _ in three_pipes]
+    pipes = [StdoutPipe(r, ticks.ticker) for r, _ in three_pipes]
+    for pipe, sink in zip(pipes, sinks, strict=True):
+        pipe.attach(sink)
+    for n, (_, write_fd) in enumerate(three_pipes[:2]):
+        os.write(write_fd, b"a\n")
+        await until(lambda n=n: sinks[n].data == b"a\n")  # type: ignore[misc]
+    assert not any(pipe.ticking for pipe in pipes)
+    os.write(three_pipes[2][1], b"a\n")
+    await until(lambda: pipes[2].ticking)  # the third small read in the interval
+    assert not pipes[0].ticking
+    os.write(three_pipes[0][1], b"b\n")
+    await until(lambda: pipes[0].ticking)  # joins the running tick
+    assert sinks[0].data == b"a\nb\n"
+    for pipe in pipes:
+        pipe.close()
+
+
+async def test_every_pipe_leaves_the_tick_when_the_load_is_gone(
+    three_pipes: list[tuple[int, int]],
+) -> None:
+    """When fewer than `release_reads` pipes have data on each of QUIET_TICKS ticks, all go
+    back to readiness, even pipes that are not quiet themselves."""
+    ticks = Ticks(release_reads=2)
+    (r0, w0), (r1, w1), _ = three_pipes
+    sinks = [Sink(), Sink()]
+    pipes = [StdoutPipe(r0, ticks.ticker), StdoutPipe(r1, ticks.ticker)]
+    for fd, pipe, sink in zip((w0, w1), pipes, sinks, strict=True):
+        pipe.attach(sink)
+        os.write(fd, b"a\n")
+        await until(lambda pipe=pipe: pipe.ticking)  # type: ignore[misc]
+    for n in range(QUIET_TICKS - 1):
+        os.write((w0, w1)[n % 2], b"x\n")  # one pipe with data per tick, each every other
+        ticks.ticker.tick()
+    assert all(pipe.ticking for pipe in pipes)
+    os.write(w1, b"last\n")
+    ticks.ticker.tick()
+    assert not any(pipe.ticking for pipe in pipes)
+    os.write(w0, b"now\n")
+    await until(lambda: sinks[0].data.endswith(b"now\n"))  # read on readiness
+    for pipe in pipes:
+        pipe.close()
