@@ -126,7 +126,7 @@ class AgentProcess:
         self._pumping = False
         self._stderr = StderrTail()
         self._stdio = NdjsonStdio(process.stdin, self._take_update)
-        protocol.attach_stdout(self._stdio)
+        protocol.stdout_pipe.attach(self._stdio)
         self._conn = Connection(self._dispatch, self._stdio)
         self._settled = asyncio.Event()  # exit observed and trailing output drained
         self._closing = False
@@ -319,7 +319,7 @@ class AgentProcess:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            self._protocol.close_stdout()
+            self._protocol.stdout_pipe.close()
             self._closed.set()
         await self._forget()
 
@@ -440,7 +440,7 @@ class AgentProcess:
                 return
         self._updates.put_nowait(translated)
         if self._updates.qsize() >= MAX_QUEUED_UPDATES:
-            self._protocol.pause_stdout()
+            self._protocol.stdout_pipe.pause()
 
     async def _pump(self) -> None:
         try:
@@ -458,7 +458,7 @@ class AgentProcess:
                 finally:
                     self._pumping = False
                 if self._updates.qsize() <= RESUME_QUEUED_UPDATES:
-                    self._protocol.resume_stdout()
+                    self._protocol.stdout_pipe.resume()
         finally:
             while not self._updates.empty():
                 item = self._updates.get_nowait()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from c2.core.agents.environment import agent_environment
 from c2.core.agents.framing import LINE_LIMIT
-from c2.core.agents.pipes import PipeTicker, StdoutPipe, StdoutSink
+from c2.core.agents.pipes import PipeTicker, StdoutPipe
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
 
 class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """Stream protocol for the agent's stdin and stderr that reports process exit as soon as
-    the child is reaped; stdout is c2's own pipe (core/agents/pipes.py).
+    the child is reaped; stdout is c2's own pipe (`stdout_pipe`, core/agents/pipes.py).
 
     `Process.wait()` (Python 3.11) only returns once every pipe is closed, which never happens
     while a surviving grandchild keeps stdout open; `process_exited` fires on reap.
@@ -72,23 +72,6 @@ class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
         self.stdout_pipe = stdout
-
-    def attach_stdout(self, sink: StdoutSink) -> None:
-        """Read stdout into `sink` from now on (what came before waits in the pipe)."""
-        self.stdout_pipe.attach(sink)
-
-    def pause_stdout(self) -> None:
-        """Stop reading stdout until `resume_stdout`: once its pipe is full, the agent's
-        writes block (it is held back instead of c2 buffering what it says)."""
-        self.stdout_pipe.pause()
-
-    def resume_stdout(self) -> None:
-        """Read stdout again after `pause_stdout`."""
-        self.stdout_pipe.resume()
-
-    def close_stdout(self) -> None:
-        """Stop reading stdout and close c2's end of it."""
-        self.stdout_pipe.close()
 
     def process_exited(self) -> None:
         """Mark the process exited (without waiting for its pipes to close)."""

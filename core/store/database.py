@@ -503,16 +503,16 @@ class Store:
             steps=steps,
         )
         self._jobs.put(job)
-        # Ends the writer's wait for the commit interval. Set only when not set already:
-        # Event.set() takes a lock and notifies every time, a cost paid per job otherwise.
-        if not paced and not self._urgent.is_set():
-            self._urgent.set()
+        if not paced:
+            self.commit_paced()  # it is never held, and takes the paced ones before it along
         return job.future
 
     def commit_paced(self) -> None:
         """Commit the paced writes queued so far now, not at the end of the interval: the
         agents' pipe tick calls this once it has read (core/agents/pipes.py), so a chunk it
         read waits for that tick only, not for the tick and then the writer's interval."""
+        # Set only when not set already: Event.set() takes a lock and notifies every time, a
+        # cost paid per job otherwise.
         if not self._urgent.is_set():
             self._urgent.set()
 

@@ -7,6 +7,7 @@ schema of its own, dropped afterwards).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import subprocess
@@ -85,6 +86,20 @@ def _note(message: str) -> Callable[[UnitOfWork], None]:
     return write
 
 
+@contextlib.asynccontextmanager
+async def hour_paced(database_url: str) -> AsyncIterator[tuple[Store, list[list[CommittedEvent]]]]:
+    """A started store whose commit interval is an hour (anything held by it would time out),
+    and the batches it publishes; closed (committing what is queued) on the way out."""
+    batches: list[list[CommittedEvent]] = []
+    db = Store(database_url, commit_interval=3600)
+    await asyncio.to_thread(db.migrate)
+    db.start(publish=batches.append)
+    try:
+        yield db, batches
+    finally:
+        await asyncio.wait_for(asyncio.to_thread(db.close), 10)
+
+
 async def test_store_event_log_orders_concurrent_commits(store):
     """Concurrent writers get strictly increasing seqs, published in commit order."""
     db, published = store
@@ -105,17 +120,11 @@ async def test_store_paced_writes_share_a_transaction_and_an_awaited_write_ends_
     """Paced writes (streamed agent output) start a transaction at most once per commit
     interval: those queued meanwhile join one transaction (one publication), in submission
     order; a write that is not paced is never held back, and takes the paced ones with it."""
-    batches: list[list[CommittedEvent]] = []
-    db = Store(database_url, commit_interval=3600)  # only an unpaced write can end the wait
-    await asyncio.to_thread(db.migrate)
-    db.start(publish=batches.append)
-    try:
+    async with hour_paced(database_url) as (db, batches):  # only an unpaced write ends the wait
         await db.write(_note("first"))
         paced = [db.submit(_note(f"m{i}"), paced=True) for i in range(5)]
         await db.write(_note("op"))
         await asyncio.gather(*paced)
-    finally:
-        await asyncio.to_thread(db.close)
     assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
         ["first"],
         [*(f"m{i}" for i in range(5)), "op"],
@@ -128,16 +137,10 @@ async def test_store_writer_resting_after_a_paced_commit_takes_an_awaited_write_
     """After a paced commit the writer sleeps out the commit interval instead of blocking on
     its queue; a write that is not paced, and closing the store, still end that sleep at once
     (an interval of an hour here: anything held by it would time out)."""
-    batches: list[list[CommittedEvent]] = []
-    db = Store(database_url, commit_interval=3600)
-    await asyncio.to_thread(db.migrate)
-    db.start(publish=batches.append)
-    try:
+    async with hour_paced(database_url) as (db, batches):
         await asyncio.wait_for(db.submit(_note("paced"), paced=True), 10)  # the first: at once
         await asyncio.wait_for(db.write(_note("op")), 10)
         held = db.submit(_note("held"), paced=True)  # waits for the interval, or for close
-    finally:
-        await asyncio.wait_for(asyncio.to_thread(db.close), 10)
     await asyncio.wait_for(held, 10)  # close committed what was queued
     assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
         ["paced"],
@@ -152,11 +155,7 @@ async def test_store_commit_paced_commits_the_paced_writes_queued_so_far_at_once
     """The agents' pipe tick ends the writer's interval once it has read (commit_paced): the
     paced writes queued before it commit then, together, and the writer paces again after
     (an interval of an hour: anything left to it would time out)."""
-    batches: list[list[CommittedEvent]] = []
-    db = Store(database_url, commit_interval=3600)
-    await asyncio.to_thread(db.migrate)
-    db.start(publish=batches.append)
-    try:
+    async with hour_paced(database_url) as (db, batches):
         await asyncio.wait_for(db.submit(_note("paced"), paced=True), 10)  # the first: at once
         ticked = [db.submit(_note(f"t{i}"), paced=True) for i in range(3)]
         db.commit_paced()
@@ -164,8 +163,6 @@ async def test_store_commit_paced_commits_the_paced_writes_queued_so_far_at_once
         held = db.submit(_note("held"), paced=True)
         await asyncio.sleep(0.2)
         assert not held.done()  # paced again: the tick ended one wait, not the pacing
-    finally:
-        await asyncio.wait_for(asyncio.to_thread(db.close), 10)
     await asyncio.wait_for(held, 10)
     assert [[json.loads(ev.payload)["message"] for ev in batch] for batch in batches] == [
         ["paced"],

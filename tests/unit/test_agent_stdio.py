@@ -129,7 +129,7 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
     process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
     assert process.stdin is not None
     stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
-    protocol.attach_stdout(stdio)
+    protocol.stdout_pipe.attach(stdio)
     seen = await asyncio.wait_for(stdio.receive(), 10)
     assert seen is not None
     assert seen["AGENT_API_KEY"] == "for-the-agent"
@@ -146,7 +146,7 @@ async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: P
     await asyncio.wait_for(protocol.exited.wait(), 10)
     assert process.stdin is not None
     stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
-    protocol.attach_stdout(stdio)
+    protocol.stdout_pipe.attach(stdio)
     assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 1}
     assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 2}
     assert await asyncio.wait_for(stdio.receive(), 5) is None
