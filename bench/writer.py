@@ -3,7 +3,7 @@
 An agent's text chunk costs the writer one transcript row, one event, the search index step
 and its share of a transaction. `bench/fleet.py` sees that cost mixed with everything else on a
 noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks
-(`transcript_row`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
+(`transcript_write`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
 given rate, and the figure is the writer thread's own CPU time (read on the writer thread by a
 job at the start and the end): on this shared machine it still varies by ~15 % from run to
 run, so compare changes over several alternating runs.
@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from c2.core.agent_feed import row_write, transcript_row
+from c2.core.agent_feed import transcript_write
 from c2.core.agents.updates import TextChunk
 from c2.core.session import utcnow
 from c2.core.store.buffer import SQLITE_DATETIME, SQLITE_INSERT_EVENTS, SQLITE_INSERT_PARTS
@@ -39,9 +39,9 @@ from c2.core.store.tables import EventRow, PartRow
 
 def _chunk_job(session: str, n: int) -> Callable[[UnitOfWork], None]:
     """The write `AgentFeed` queues for one text chunk: its transcript row, then its event."""
-    row = transcript_row(session, TextChunk(message_id=f"m-{session}", text=f"w{n} "))
-    assert row is not None
-    return row_write(session, *row)
+    write = transcript_write(session, TextChunk(message_id=f"m-{session}", text=f"w{n} "))
+    assert write is not None
+    return write
 
 
 async def _feed(store: Store, sessions: int, rate: float, seconds: float, burst: int) -> int:

@@ -40,9 +40,8 @@ from c2.core.agents.updates import (
 )
 from c2.core.commits import commit_activity, commit_turn_state, record_resolution
 from c2.core.permissions import Decision, automatic_answer, decide, grants_standing_permission
+from c2.core.protocol.chunks import ChunkJson, agent_text_json, agent_thought_json
 from c2.core.protocol.events import (
-    AgentText,
-    AgentThought,
     ConfigOptions,
     ContextWindowEvent,
     Event,
@@ -130,9 +129,9 @@ class AgentFeed:
     def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
         """The write recording `update` (and the usage ledger's step riding on it), applying
         to the live record at once what the update changes of the session."""
-        row = transcript_row(self._live.id, update)
-        if row is not None:
-            return row_write(self._live.id, *row), None
+        write = transcript_write(self._live.id, update)
+        if write is not None:
+            return write, None
         match update:
             case UsageUpdate():
                 return self._context(update)
@@ -366,18 +365,38 @@ class AgentFeed:
                 await commit_activity(self._store, live, turn.state(), after=(resolved,))
 
 
-def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
-    """The transcript part an update persists and its event given the row's seq; None for
+def transcript_write(sid: str, update: AgentUpdate) -> Write | None:
+    """The write of the transcript row `update` persists, with its event; None for
     session-level updates (usage, config options), which are not transcript content."""
     match update:
         case TextChunk(message_id=message_id, text=text):
-            return TextPart(text=text), lambda seq: AgentText(
-                session=sid, message_id=message_id, text=text, transcript_seq=seq
+            return chunk_write(
+                sid, TextPart(text=text), lambda: agent_text_json(sid, message_id, text)
             )
         case ThoughtChunk(text=text):
-            return ReasoningPart(text=text), lambda seq: AgentThought(
-                session=sid, text=text, transcript_seq=seq
-            )
+            return chunk_write(sid, ReasoningPart(text=text), lambda: agent_thought_json(sid, text))
+    row = transcript_row(sid, update)
+    return row_write(sid, *row) if row is not None else None
+
+
+def chunk_write(sid: str, part: Part, encode: Callable[[], ChunkJson]) -> Write:
+    """The write of one streamed chunk's row and event, encoded without their models (the
+    hot path of every streaming agent: core/protocol/chunks.py). `part` is for the search
+    index. Encoding runs in the write, so text that cannot be encoded fails the write, as an
+    event's own `encode()` would."""
+
+    def write(uow: UnitOfWork) -> None:
+        encoded = encode()
+        seq = uow.parts.append_encoded(sid, "agent", part, encoded.part_json)
+        uow.emit_encoded(sid, encoded.event(seq))
+
+    return write
+
+
+def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
+    """The transcript part a tool call or plan update persists and its event given the row's
+    seq (streamed chunks: `chunk_write`); None for anything else."""
+    match update:
         case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
             agent_input, content, locations = update.agent_input, update.content, update.locations
             part = ToolCallPart(

@@ -143,16 +143,22 @@ class UnitOfWork:
     def emit(self, ev: Event) -> None:
         """Append `ev` to the event log in this transaction, with the webhook deliveries it
         needs (the outbox: committed, or not, together with the event)."""
-        payload = ev.encode()
-        notify = ev if ev.event in WEBHOOK_EVENTS else None
+        self._append(ev.session, ev.encode(), ev if ev.event in WEBHOOK_EVENTS else None)
+
+    def emit_encoded(self, session: str, payload: str) -> None:
+        """`emit` an event already encoded as `payload` (a streamed chunk's:
+        core/protocol/chunks.py). Only for events no webhook takes: none is recorded."""
+        self._append(session, payload, None)
+
+    def _append(self, session: str | None, payload: str, notify: Event | None) -> None:
         if self._buffer is None:
-            committed = self.events.append_encoded(ev.session, payload)
+            committed = self.events.append_encoded(session, payload)
             self.committed.append(committed)
             if notify is not None:
                 record_deliveries(self.conn, [(committed.seq, notify)])
         else:
-            index = self._buffer.add_event(ev.session, payload, notify)
-            self._queued.append((index, ev.session, payload))
+            index = self._buffer.add_event(session, payload, notify)
+            self._queued.append((index, session, payload))
 
     def settle(self, seqs: list[int]) -> None:
         """Resolve queued events to their sequences after the batch flushed."""

@@ -74,13 +74,17 @@ class PartRepository:
 
     def append(self, session_id: str, role: Role, part: Part) -> int:
         """Append one row; returns its seq (per session, from 0)."""
+        return self.append_encoded(session_id, role, part, part.model_dump_json(exclude_none=True))
+
+    def append_encoded(self, session_id: str, role: Role, part: Part, part_json: str) -> int:
+        """`append`, with `part` already encoded as `part_json` (a streamed chunk's row:
+        core/protocol/chunks.py)."""
         seq = self.next_seq(session_id)
         if self._next_seqs is not None:
             if session_id not in self.prior:
                 self.prior[session_id] = self._next_seqs.get(session_id)
             self._next_seqs[session_id] = seq + 1
         self.appended[session_id] = seq
-        part_json = part.model_dump_json(exclude_none=True)
         if self._buffer is not None:
             self._buffer.add_part((session_id, seq, role, part_json))
         else:
