@@ -10,6 +10,11 @@ the same bytes go to every stream; a batch of them is one chunk, so one write pe
 A stream writes at most once per `write_interval`: what is published meanwhile goes out with
 the next write. A socket write and the send chain above it cost the same for one frame as for
 fifty, and at 100 chunks/s per session an unpaced stream wrote once per commit.
+
+A caught-up stream waiting idle does not wake for a live batch: the publish writes it to the
+client's socket itself (`Subscription.deliver`, through the server's chunk writer). The
+stream's task takes over whenever that cannot be done at once: within the write interval, a
+socket that pushes back (the send timeout then applies), a lag, a close.
 """
 
 from __future__ import annotations
@@ -85,6 +90,16 @@ class EventStream:
         self._device_id, self._session, self._after = device_id, session, after
         self._backlog = backlog
         self.last = -1  # highest sequence sent (or covered by the welcome frame)
+        # The client's socket, to write live batches from the publish (`write_directly`).
+        self._write: Callable[[bytes], bool] | None = None
+        self._written = -write_interval  # loop time of the last write of events
+        self._sent = 0.0  # loop time of the last write of anything (pings count)
+
+    def write_directly(self, write: Callable[[bytes], bool]) -> None:
+        """Once live, write each batch published while this stream waits idle straight to the
+        client with `write` (api/http11.py: False when it cannot, and the stream's own task
+        then writes the batch as before)."""
+        self._write = write
 
     async def frames(self) -> AsyncGenerator[bytes, None]:
         if not self._slots.open(self._device_id):
@@ -120,12 +135,17 @@ class EventStream:
         """The live tail: each wake's new frames as one chunk, at most one per write interval,
         `: ping` when idle, the log's gap after a lag; ends when the subscription closes."""
         loop = asyncio.get_running_loop()
-        written = -self._write_interval  # loop time of the last write
+        self._sent = loop.time()  # the welcome or the replay just went out
+        if self._write is not None:
+            sub.deliver = self._deliver
         while self.last >= 0:
-            if not await sub.wait(self._ping):
-                yield PING
+            quiet = self._sent + self._ping - loop.time()  # until the next ping is due
+            if quiet <= 0 or not await sub.wait(quiet):
+                if self._sent + self._ping <= loop.time():  # nothing was delivered meanwhile
+                    self._sent = loop.time()
+                    yield PING
                 continue
-            hold = written + self._write_interval - loop.time()
+            hold = self._written + self._write_interval - loop.time()
             if hold > 0:
                 await asyncio.sleep(hold)  # what arrives meanwhile joins this write
             if sub.closed:
@@ -137,12 +157,27 @@ class EventStream:
                 # arrives meanwhile is taken next round and deduplicated by seq.
                 async for chunk in self._replay():
                     yield chunk
-                written = loop.time()
+                self._written = self._sent = loop.time()
                 continue
-            chunk = self._fresh(events)
-            if chunk:
-                yield chunk
-                written = loop.time()
+            new = self._unsent(events)
+            if new:
+                self.last = new[-1].seq
+                yield self._feed.frames(new)
+                self._written = self._sent = loop.time()
+
+    def _deliver(self, events: list[CommittedEvent]) -> bool:
+        """`sub.deliver`: write a batch published while the stream waits idle, now; False
+        when its task must (the write interval has not passed, or the socket pushes back)."""
+        now = asyncio.get_running_loop().time()
+        if self._write is None or now < self._written + self._write_interval:
+            return False
+        new = self._unsent(events)
+        if new:
+            if not self._write(self._feed.frames(new)):
+                return False
+            self.last = new[-1].seq
+            self._written = self._sent = now
+        return True
 
     async def _welcome(self) -> bytes:
         try:
@@ -173,14 +208,10 @@ class EventStream:
             if len(batch) < REPLAY_BATCH:
                 return
 
-    def _fresh(self, events: Sequence[CommittedEvent]) -> bytes:
-        """The frames of `events` (in sequence order) not sent yet; a catch-up may have sent
-        a prefix of them already."""
-        new = events[bisect_right(events, self.last, key=_seq) :]
-        if not new:
-            return b""
-        self.last = new[-1].seq
-        return self._feed.frames(new)
+    def _unsent(self, events: Sequence[CommittedEvent]) -> Sequence[CommittedEvent]:
+        """Those of `events` (in sequence order) not sent yet; a catch-up may have sent a
+        prefix of them already."""
+        return events[bisect_right(events, self.last, key=_seq) :]
 
 
 def _seq(ev: CommittedEvent) -> int:

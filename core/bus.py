@@ -9,13 +9,16 @@ it, so it never silently misses an event and costs bounded memory.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from c2.core.event_ring import EventRing
 from c2.core.store.events import CommittedEvent
 
 DEFAULT_BACKLOG = 1024
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -30,11 +33,17 @@ class Subscription:
     _pending: deque[CommittedEvent] = field(default_factory=deque)
     # The reader's wait in progress: resolved True by a push or a close, False by its timer.
     _waiter: asyncio.Future[bool] | None = None
+    # Writes a batch to the client at once, from the publish (api/stream.py): True when it
+    # did, False when the reader must (it queues the batch then). Tried only while the reader
+    # waits with nothing pending, so everything it was given is already written.
+    deliver: Callable[[list[CommittedEvent]], bool] | None = None
 
     def push(self, events: list[CommittedEvent]) -> None:
         """Queue `events` (in sequence order), already only those this stream should see (the
-        bus splits each batch by session once, for every stream)."""
+        bus splits each batch by session once, for every stream), or deliver them at once."""
         if self.closed or self.lagged:
+            return
+        if self._idle() and self._delivered(events):
             return
         if len(self._pending) + len(events) > self.backlog:
             # Drop the backlog rather than grow it: the stream re-reads from the log.
@@ -49,6 +58,22 @@ class Subscription:
         self.closed = True
         self._pending.clear()
         self._wake()
+
+    def _idle(self) -> bool:
+        waiter = self._waiter
+        return waiter is not None and not waiter.done() and not self._pending
+
+    def _delivered(self, events: list[CommittedEvent]) -> bool:
+        # A live batch to a caught-up stream is one socket write from here: waking the
+        # stream's task for it (a future, a timer, its chain of awaits) cost several times
+        # that write per stream and batch (bench/fleet.py).
+        if self.deliver is None:
+            return False
+        try:
+            return self.deliver(events)
+        except Exception:
+            log.exception("a stream's direct write failed; its reader takes the batch")
+            return False
 
     def _wake(self) -> None:
         waiter = self._waiter

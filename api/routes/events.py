@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
 from typing import Annotated
@@ -54,9 +55,17 @@ class EventStreamResponse(EventSourceResponse):
 
     media_type = "text/event-stream"  # read by the OpenAPI generator from the class
 
-    def __init__(self, *args: object, device_id: str, **kwargs: object) -> None:
+    def __init__(
+        self,
+        *args: object,
+        device_id: str,
+        write_directly: Callable[[ChunkWriter], None] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.device_id = device_id
+        # Hands the stream the socket writer, for live batches (api/stream.py).
+        self._write_directly = write_directly
         self._sending_since: float | None = None  # loop time the current send started
         self._sender: asyncio.Task[object] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -131,6 +140,8 @@ class EventStreamResponse(EventSourceResponse):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
+        if write is not None and self._write_directly is not None:
+            self._write_directly(write)
         frames = aiter(self.body_iterator)
         while True:
             try:
@@ -256,6 +267,7 @@ async def events(
     return EventStreamResponse(
         stream.frames(),
         device_id=device.id,
+        write_directly=stream.write_directly,
         ping=0,  # EventStream sends `: ping` itself
         sep="\n",
         send_timeout=settings.send_timeout_seconds,

@@ -52,3 +52,43 @@ async def test_wait_wakes_on_a_batch_or_a_close_and_times_out_otherwise():
     assert bus.close_device("nobody") == 0
     bus.close_all()
     assert await waiting is True and sub.closed
+
+
+async def test_a_batch_for_a_stream_waiting_idle_is_delivered_at_once_without_waking_it():
+    bus = EventBus()
+    sub = bus.subscribe(session="a")
+    written: list[list[int]] = []
+    outcome = True
+
+    def deliver(events: list[CommittedEvent]) -> bool:
+        if outcome:
+            written.append([ev.seq for ev in events])
+        return outcome
+
+    sub.deliver = deliver
+    bus.publish(_batch("a"))  # nobody waits yet (a replay, a write in progress): queued
+    assert written == [] and [ev.seq for ev in sub.take()[0]] == [1]
+    waiting = asyncio.ensure_future(sub.wait(60))
+    await asyncio.sleep(0)
+    bus.publish(_batch("a", "b", "a"))
+    await asyncio.sleep(0)
+    assert written == [[1, 3]] and not waiting.done()  # written, the reader still waits
+    assert sub.take() == ([], False)
+    outcome = False  # the socket pushes back: the reader takes the batch
+    bus.publish(_batch("a"))
+    assert await waiting is True and [ev.seq for ev in sub.take()[0]] == [1]
+
+
+async def test_a_direct_write_that_raises_leaves_the_batch_to_the_reader(caplog):
+    bus = EventBus()
+    sub = bus.subscribe()
+
+    def deliver(events: list[CommittedEvent]) -> bool:
+        raise OSError("socket gone")
+
+    sub.deliver = deliver
+    waiting = asyncio.ensure_future(sub.wait(60))
+    await asyncio.sleep(0)
+    bus.publish(_batch(None))
+    assert await waiting is True and [ev.seq for ev in sub.take()[0]] == [1]
+    assert "direct write failed" in caplog.text

@@ -4,9 +4,10 @@ stream's write pacing, without a server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
-from c2.api.stream import EventStream, StreamSlots, data_frame, event_frame
+from c2.api.stream import PING, EventStream, StreamSlots, data_frame, event_frame
 from c2.core.bus import EventBus
 from c2.core.event_feed import EventFeed, resync_reason
 from c2.core.event_ring import EventRing
@@ -52,7 +53,7 @@ class _RingOnlyFeed(EventFeed):
         return SessionPage([], None), 0
 
 
-def _stream(bus: EventBus, write_interval: float) -> EventStream:
+def _stream(bus: EventBus, write_interval: float, ping: float = 60) -> EventStream:
     async def paired() -> bool:
         return True
 
@@ -63,7 +64,7 @@ def _stream(bus: EventBus, write_interval: float) -> EventStream:
         session=None,
         after=None,
         backlog=100,
-        ping=60,
+        ping=ping,
         slots=StreamSlots(4),
         still_paired=paired,
         write_interval=write_interval,
@@ -100,4 +101,61 @@ async def test_stream_without_a_write_interval_writes_each_wake():
     for seq in (1, 2):
         bus.publish([_event(seq)])
         assert await anext(frames) == event_frame(_event(seq))
+    await frames.aclose()
+
+
+async def test_a_live_stream_waiting_idle_gets_each_batch_written_straight_to_its_socket():
+    """Batches go out through the socket writer from the publish; the stream's task takes
+    over within the write interval and when the socket pushes back, in sequence order."""
+    bus = EventBus()
+    stream = _stream(bus, write_interval=0.2)
+    written: list[bytes] = []
+    accept = True
+
+    def write(body: bytes) -> bool:
+        if accept:
+            written.append(body)
+        return accept
+
+    stream.write_directly(write)
+    frames = stream.frames()
+    assert b'"kind":"sessions"' in await anext(frames)  # the welcome goes through the task
+    following = asyncio.ensure_future(anext(frames))
+    await asyncio.sleep(0)
+    bus.publish([_event(1)])
+    assert written == [event_frame(_event(1))] and not following.done()
+    bus.publish([_event(2)])  # within the write interval: the task holds it for the next write
+    bus.publish([_event(3)])
+    assert await following == event_frame(_event(2)) + event_frame(_event(3))
+    assert written == [event_frame(_event(1))]
+    following = asyncio.ensure_future(anext(frames))
+    await asyncio.sleep(0.25)
+    accept = False  # the socket pushes back: the task writes it (and waits out the send)
+    bus.publish([_event(4)])
+    assert await following == event_frame(_event(4))
+    accept = True
+    following = asyncio.ensure_future(anext(frames))
+    await asyncio.sleep(0.25)
+    bus.publish([_event(4), _event(5)])  # a seq already sent is not sent twice
+    assert written[-1] == event_frame(_event(5)) and not following.done()
+    following.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await following
+    await frames.aclose()
+    assert bus.subscriber_count == 0
+
+
+async def test_a_stream_fed_directly_pings_only_after_a_whole_quiet_interval():
+    bus = EventBus()
+    stream = _stream(bus, write_interval=0, ping=0.3)
+    stream.write_directly(lambda body: True)
+    frames = stream.frames()
+    await anext(frames)
+    loop = asyncio.get_running_loop()
+    pinged = asyncio.ensure_future(anext(frames))
+    await asyncio.sleep(0.2)
+    bus.publish([_event(1)])  # written directly: the stream is not quiet
+    written_at = loop.time()
+    assert await pinged == PING
+    assert loop.time() - written_at >= 0.29  # a ping interval after that write, not the wait's
     await frames.aclose()
