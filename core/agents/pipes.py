@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 from collections.abc import Callable
 from typing import Protocol
 
@@ -67,6 +68,11 @@ class PipeTicker:
         self._after_tick = after_tick
         self._engage, self._release = engage_reads, release_reads
         self._pipes: dict[StdoutPipe, None] = {}  # an ordered set: read in the order they came
+        # The pipes' descriptors: one poll a tick finds those with data (or EOF). At fifty
+        # agents trickling, four of five pipes are empty on a tick, and a read that finds
+        # nothing (a syscall and a BlockingIOError) costs ~2.6 µs against ~0.15 µs per
+        # descriptor polled (timeit, 50 pipes).
+        self._poll = select.poll()
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0  # loop time of the next tick
         self._window_end = 0.0  # loop time the current count of small reads ends
@@ -85,7 +91,11 @@ class PipeTicker:
 
     def add(self, pipe: StdoutPipe) -> None:
         """Read `pipe` on the tick from now on (the first tick is one interval away)."""
+        fd = pipe.fileno()
+        if pipe in self._pipes or fd is None:
+            return
         self._pipes[pipe] = None
+        self._poll.register(fd, select.POLLIN)
         if self._timer is None:
             loop = asyncio.get_running_loop()
             self._due = loop.time() + self.interval
@@ -93,8 +103,14 @@ class PipeTicker:
             self._slack = 0
 
     def discard(self, pipe: StdoutPipe) -> None:
-        """Stop reading `pipe` on the tick; the timer stops with the last pipe."""
-        self._pipes.pop(pipe, None)
+        """Stop reading `pipe` on the tick (before its descriptor closes); the timer stops
+        with the last pipe."""
+        if pipe not in self._pipes:
+            return
+        del self._pipes[pipe]
+        fd = pipe.fileno()
+        if fd is not None:
+            self._poll.unregister(fd)
         if not self._pipes and self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -108,8 +124,9 @@ class PipeTicker:
             self._timer.cancel()
             self._timer = None
         read = busy = 0
+        ready = {fd for fd, _events in self._poll.poll(0)}  # POLLIN, or POLLHUP at EOF
         for pipe in tuple(self._pipes):
-            got = pipe.tick()
+            got = pipe.tick(pipe.fileno() in ready)
             read += got
             busy += got > 0
         if read and self._after_tick is not None:
@@ -147,6 +164,10 @@ class StdoutPipe:
         """Closed: at EOF, a failed read or `close`."""
         return self._fd is None
 
+    def fileno(self) -> int | None:
+        """The pipe's descriptor; None once closed."""
+        return self._fd
+
     @property
     def ticking(self) -> bool:
         """Read on the tick rather than on readiness."""
@@ -177,9 +198,10 @@ class StdoutPipe:
         if fd is not None:
             os.close(fd)
 
-    def tick(self) -> int:
-        """The tick's read: everything the pipe holds. Returns the bytes read."""
-        got = self._drain()
+    def tick(self, readable: bool = True) -> int:
+        """The tick's read: everything the pipe holds (nothing when the tick's poll found it
+        neither `readable` nor at EOF). Returns the bytes read."""
+        got = self._drain() if readable else 0
         if not self.ticking:
             return got  # closed or paused meanwhile
         if got >= FULL_READ:

@@ -5,6 +5,7 @@ every byte reaches the sink once, in order, then EOF."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 
@@ -187,6 +188,44 @@ async def test_the_tick_reads_each_pipe_on_its_own_timer_and_stops_with_the_last
     assert 1 <= len(calls) < len(lines)  # the tick took several lines per read
     pipe.close()
     assert ticker._timer is None  # no pipe left: no more ticks
+
+
+async def test_a_tick_reads_only_the_pipes_that_hold_something(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One poll a tick finds the pipes with data or at EOF; an empty pipe costs no read (at
+    fifty trickling agents most are empty on any tick), yet still counts its quiet ticks."""
+    ticks = Ticks()
+    pipes: list[tuple[int, int, Sink, StdoutPipe]] = []
+    for _ in range(3):
+        read_fd, write_fd = os.pipe()
+        sink = Sink()
+        pipe = StdoutPipe(read_fd, ticks.ticker)
+        pipe.attach(sink)
+        os.write(write_fd, b"a\n")
+        await until(lambda pipe=pipe: pipe.ticking)  # type: ignore[misc]
+        pipes.append((read_fd, write_fd, sink, pipe))
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, size: int) -> bytes:
+        reads.append(fd)
+        return real_read(fd, size)
+
+    monkeypatch.setattr("c2.core.agents.pipes.os.read", counting_read)
+    (_, w0, sink0, _), (_, w1, sink1, pipe1), (fd2, _, sink2, pipe2) = pipes
+    os.write(w0, b"b\n")
+    os.close(w1)  # EOF: found by the poll too
+    ticks.ticker.tick()
+    assert fd2 not in reads and sink2.data == b"a\n"
+    assert sink0.data == b"a\nb\n" and sink1.eof and pipe1.closed
+    for _ in range(QUIET_TICKS):
+        ticks.ticker.tick()
+    assert fd2 not in reads and not pipe2.ticking  # quiet long enough: back to readiness
+    for _, write_fd, _, pipe in pipes:
+        pipe.close()
+        with contextlib.suppress(OSError):
+            os.close(write_fd)  # the second one is closed already
 
 
 async def test_without_a_ticker_every_read_is_on_readiness(fds: tuple[int, int]) -> None:
