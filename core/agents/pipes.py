@@ -47,7 +47,8 @@ class StdoutSink(Protocol):
 
 class PipeTicker:
     """The tick for trickling pipes: while any is on it, every `interval` seconds it reads
-    each of them, then calls `after_tick` if anything was read.
+    those of them that hold something (one poll finds them), then calls `after_tick` if
+    anything was read.
 
     It engages only under load: a pipe's small read moves it here once `engage_reads` small
     reads on readiness came within one interval (from all pipes), or while others are here
@@ -119,7 +120,8 @@ class PipeTicker:
         return pipe in self._pipes
 
     def tick(self) -> None:
-        """Read every pipe on the tick once (the timer calls this; so may a test)."""
+        """Read each pipe on the tick that holds data or is at EOF, once (the timer calls
+        this; so may a test); the others count a quiet tick."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
