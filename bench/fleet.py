@@ -8,7 +8,9 @@ streams are spread over worker processes that only scan strings (no JSON) for th
 Printed per fleet size: agent-line → client latency p50/p99/max (and the median of the first and
 last quarter of the run: a growing backlog shows as the second far above the first), chunks
 carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
-a noisy machine, unlike latency) per delivered frame and as % of a core, and its RSS. Before and
+a noisy machine, unlike latency) per delivered frame and as % of a core, its RSS, and how long
+`GET /healthz` took meanwhile (a probe with its own client every PROBE_INTERVAL: the loop that
+reads the agents answers requests too, so a loop held by their output shows there). Before and
 after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
 lines) beside c2 flat out with 10 clients (which only count, so they leave the cores to c2),
 as a ratio, with where the cores went; then a reader that also parses each chunk and records it
@@ -41,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import httpx
+
 from bench.profiling import pyspy
 from bench.sse_reader import RawSse
 from bench.writer import FloorRow, floor_db, floor_row, insert_chunks
@@ -55,6 +59,9 @@ TARGETS = (
 TICKS = os.sysconf("SC_CLK_TCK")
 IDLE_SECONDS = 2.0
 REPO = Path(__file__).resolve().parent.parent
+# Seconds between the API probe's requests during a fleet run: ~5 requests a second add
+# ~1-2 ms/s of server CPU, under 1 % of the 50 x 20 run's.
+PROBE_INTERVAL = 0.2
 PROFILING = REPO / "bench" / "profiling"  # its sitecustomize.py profiles inside the server
 OUTSIDE_PROFILER = os.environ.get("C2_BENCH_PROFILER") == "py-spy"
 
@@ -364,6 +371,7 @@ class FleetResult:
     emitted_s: float = 0.0  # how long the agents took to emit their chunks (stamps)
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
+    api_ms: list[float] = field(default_factory=list)  # GET /healthz round trips meanwhile
 
     def generator(self) -> str:
         """Whether the agents kept their schedule: below ~95 % of the offered rate the load
@@ -377,13 +385,22 @@ class FleetResult:
             f" ({emitted / offered:.0%}; {self.emitted_s:.1f} s for {self.seconds:.0f} s of chunks)"
         )
 
+    def api(self) -> str:
+        """How long a request waited meanwhile: the loop that reads the agents answers it too,
+        so a loop held by the agents' output shows here first."""
+        ordered = sorted(self.api_ms) or [float("nan")]
+        return (
+            f"API meanwhile (GET /healthz every {PROBE_INTERVAL * 1000:.0f} ms): "
+            f"p50 {statistics.median(ordered):.1f} ms  p99 {p99(ordered):.1f}  "
+            f"max {ordered[-1]:.1f}"
+        )
+
     def line(self) -> str:
         ordered = sorted(self.latencies_ms) or [float("nan")]
-        p99 = ordered[max(0, int(len(ordered) * 0.99) - 1)]
         per_frame = self.cpu_s / max(1, self.delivered) * 1e6
         return (
             f"S={self.sessions:>3} x {self.rate}/s x {self.seconds:.0f}s: "
-            f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99:7.1f}  "
+            f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99(ordered):7.1f}  "
             f"max {ordered[-1]:7.1f}  (first quarter {self.early_ms:.1f}, last {self.late_ms:.1f})"
             f"\n        frames {self.delivered}/{self.offered} lost {self.lost}"
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
@@ -392,6 +409,7 @@ class FleetResult:
             f"RSS {self.rss_mib:.0f} MiB\n        server by thread: "
             f"{thread_shares(self.threads_s, self.wall_s)}"
             f"\n        {self.generator()}"
+            f"\n        {self.api()}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
@@ -458,8 +476,12 @@ async def fleet(
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
         threads0 = thread_cpu(pid)
         agents0 = children_cpu(pid)
+        probe = asyncio.create_task(probe_api(server, result.api_ms))
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         seen = await asyncio.to_thread(collect, pool)
+        probe.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await probe  # a probe that failed (the server gone) fails the run here
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
         result.threads_s = thread_cpu_since(pid, threads0)
@@ -484,6 +506,23 @@ async def fleet(
     finally:
         await http.aclose()
     return result
+
+
+def p99(ordered: list[float]) -> float:
+    """The 99th percentile of `ordered` (ascending, not empty)."""
+    return ordered[max(0, int(len(ordered) * 0.99) - 1)]
+
+
+async def probe_api(server: C2Process, into: list[float]) -> None:
+    """GET /healthz every PROBE_INTERVAL until cancelled, each round trip (ms) into `into`.
+    Its own client: behind the run's prompts in a shared pool it would time the pool. No
+    timeout: a request the server holds for seconds is a figure, not a failure."""
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=None) as probe:
+        while True:
+            started = time.perf_counter()
+            await probe.get("/healthz")
+            into.append((time.perf_counter() - started) * 1000)
+            await asyncio.sleep(PROBE_INTERVAL)
 
 
 class Profile:
