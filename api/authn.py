@@ -26,7 +26,14 @@ bearer_scheme = HTTPBearer(
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
 
 
-def get_services(request: Request) -> Services:
+# Dependencies are `async def` even when they never await: FastAPI runs a plain `def` one in
+# its thread pool, two thread hops per dependency per request. Under agent load each hop waits
+# for the GIL behind the loop and the store's writer, and a request sat there for seconds
+# (docs/decisions.md, "thirteenth slice"); tests/api/test_dependencies.py keeps them so.
+
+
+async def get_services(request: Request) -> Services:
+    """The app's Services."""
     return cast(Services, request.app.state.services)
 
 
@@ -49,7 +56,7 @@ async def current_device(
 DeviceDep = Annotated[Device, Depends(current_device)]
 
 
-def single_valued_query(request: Request) -> None:
+async def single_valued_query(request: Request) -> None:
     """No route takes a list in its query: a repeated key is a 422, never last-one-wins."""
     keys = [key for key, _ in request.query_params.multi_items()]
     if len(keys) != len(set(keys)):

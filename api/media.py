@@ -18,8 +18,9 @@ def is_json(media_type: str) -> bool:
     )
 
 
-def json_body(request: Request) -> None:
-    """App-wide dependency: refuse a non-empty body that is not declared as JSON."""
+async def json_body(request: Request) -> None:
+    """App-wide dependency: refuse a non-empty body that is not declared as JSON. (Async
+    though it never awaits: on the loop, not in the thread pool; see api/authn.py.)"""
     headers = request.headers
     if headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers:
         return

@@ -123,7 +123,13 @@ class OpCall:
         return result
 
 
-OpCallDep = Annotated[OpCall, Depends()]
+async def op_call(device: DeviceDep, services: ServicesDep, response: Response) -> OpCall:
+    """The request's OpCall, made on the loop (a class given to `Depends()` is called in the
+    thread pool: api/authn.py)."""
+    return OpCall(device, services, response)
+
+
+OpCallDep = Annotated[OpCall, Depends(op_call)]
 
 
 def op_route(
