@@ -200,7 +200,7 @@ class StdoutPipe:
         if fd is not None:
             os.close(fd)
 
-    def tick(self, readable: bool = True) -> int:
+    def tick(self, readable: bool) -> int:
         """The tick's read: everything the pipe holds (nothing when the tick's poll found it
         neither `readable` nor at EOF). Returns the bytes read."""
         got = self._drain() if readable else 0
