@@ -24,7 +24,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -242,6 +242,41 @@ class _StepGroup:
 
 Publisher = Callable[[list[CommittedEvent]], None]
 
+# Set in a connection's info while `driver_transaction` holds its transaction open.
+_DRIVER_TRANSACTION = "c2_driver_transaction"
+
+
+@contextlib.contextmanager
+def driver_transaction(conn: Connection) -> Iterator[None]:
+    """One SQLite write transaction, begun and ended on the driver connection.
+
+    The writer begins and commits a batch ~100 times a second under agent output, each time
+    on a thread woken from sleep: there SQLAlchemy's transaction (its objects, events and pool
+    bookkeeping) cost ~130 µs of CPU against ~15 µs for BEGIN and COMMIT alone (docs/decisions.md,
+    "fourteenth slice"). A batch of streamed chunks issues no statement through SQLAlchemy
+    (their rows go to the driver cursor: buffer.py). One that does makes SQLAlchemy begin its
+    own transaction, which joins this one (the engine's `begin` hook sees the mark) and
+    ends with it."""
+    driver = conn.connection.driver_connection
+    assert driver is not None  # checked out, so connected
+    driver.execute("BEGIN IMMEDIATE")
+    conn.info[_DRIVER_TRANSACTION] = True
+    try:
+        yield
+        if conn.in_transaction():
+            conn.commit()  # SQLAlchemy's, begun by a statement of the batch: the same COMMIT
+        else:
+            driver.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            if conn.in_transaction():
+                conn.rollback()
+            elif driver.in_transaction:
+                driver.execute("ROLLBACK")
+        raise
+    finally:
+        conn.info.pop(_DRIVER_TRANSACTION, None)
+
 
 def _make_engine(url: str, *, writer: bool, idle_in_transaction: float | None = None) -> Engine:
     if url.startswith("sqlite"):
@@ -268,6 +303,8 @@ def _make_engine(url: str, *, writer: bool, idle_in_transaction: float | None = 
             # The writer takes the write lock up front so a transaction never fails on upgrade.
             # Straight to the driver: SQLAlchemy's statement path (events, result object) cost
             # more than the BEGIN itself, once per batch on the writer thread.
+            if conn.info.get(_DRIVER_TRANSACTION):
+                return  # a statement of `driver_transaction`'s batch: it is begun already
             driver = conn.connection.driver_connection
             assert driver is not None  # checked out, so connected
             try:
@@ -648,7 +685,7 @@ class Store:
                             self._settle_committed(pending, list(range(first, first + count)))
                             return conn
                         unverified = None
-                    with conn.begin():
+                    with self._transaction(conn):
                         fence = self._fence
                         if fence is not None and any(job.fenced for job in pending):
                             require_lease(conn, fence)  # LeaseLostError: fails the batch
@@ -704,6 +741,10 @@ class Store:
             return conn
         finally:
             self._attempt_since = None
+
+    def _transaction(self, conn: Connection) -> contextlib.AbstractContextManager[Any]:
+        """A batch's transaction: on the driver for SQLite (`driver_transaction`)."""
+        return driver_transaction(conn) if self.dialect == "sqlite" else conn.begin()
 
     def _undo(self, ran: list[UnitOfWork]) -> dict[str, int]:
         """Put the transcript counters back to before `ran`; returns the values they had."""

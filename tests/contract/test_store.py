@@ -224,23 +224,35 @@ async def test_store_event_log_prune_keeps_the_head(store):
 
 
 async def test_store_failed_job_commits_nothing_of_its_own(store):
-    """A job that raises publishes nothing and leaves no rows; its neighbours commit."""
+    """A job that raises publishes nothing and leaves no rows; its neighbours commit. The
+    jobs write both ways a batch writes (events queued for the bulk insert, session rows
+    through SQLAlchemy), so the batch's transaction holds statements of both, and the
+    failing job's own of each are undone."""
     db, published = store
 
-    def boom(uow: UnitOfWork) -> None:
-        uow.emit(_error("doomed"))
-        raise RuntimeError("boom")
+    def write(name: str, fail: bool = False) -> Callable[[UnitOfWork], None]:
+        def run(uow: UnitOfWork) -> None:
+            uow.sessions.insert(SessionRecord(id=name, provider="custom:echo", cwd="/tmp"))
+            uow.emit(_error(name))
+            if fail:
+                raise RuntimeError("boom")
+
+        return run
 
     results = await asyncio.gather(
-        db.write(lambda uow: uow.emit(_error("before"))),
-        db.write(boom),
-        db.write(lambda uow: uow.emit(_error("after"))),
+        db.write(write("before")),
+        db.write(write("doomed", fail=True)),
+        db.write(write("after")),
         return_exceptions=True,
     )
     assert isinstance(results[1], RuntimeError)
     stored = await db.read(lambda r: r.events.after(0))
     assert len(stored) == 2 and not any("doomed" in ev.payload for ev in stored)
     assert [ev.seq for ev in published] == [ev.seq for ev in stored]
+    sessions = await db.read(lambda r: [r.sessions.get(n) for n in ("before", "doomed", "after")])
+    assert [rec is not None for rec in sessions] == [True, False, True]
+    await db.write(write("later"))  # the writer's connection is sound after the rollback
+    assert json.loads(published[-1].payload)["message"] == "later"
 
 
 async def test_store_sessions_round_trip_and_revision_guard(store):
