@@ -3,8 +3,7 @@
 An agent's text chunk costs the writer one transcript row, one event, the search index step
 and its share of a transaction. `bench/fleet.py` sees that cost mixed with everything else on a
 noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks
-(`transcript_write`, one paced `submit_steps` per burst; the store shares those of one loop
-iteration as one job, as it does the agents' of one tick), spread evenly over S sessions at a
+(`transcript_write`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
 given rate, and the figure is the writer thread's own CPU time (read on the writer thread by a
 job at the start and the end): on this shared machine it still varies by ~15 % from run to
 run, so compare changes over several alternating runs.

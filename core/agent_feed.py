@@ -4,9 +4,8 @@ permission requests are decided by policy or parked until a client answers.
 Each update's row and event commit in one transaction before any client sees the event
 (docs/protocol.md: transcript_seq). Writes are queued without waiting so a fast agent is never paced
 by fsync; the writer commits them in order and in groups. The updates that arrive together
-(one read from the agent's pipe) are one paced step group with one completion back, not one
-per chunk, and the store hands the groups of every agent read on one tick to its writer as
-a single job (`Store.submit_steps`). An update the store cannot commit fails its turn: later
+(one read from the agent's pipe) are one write job: one hand-off to the writer and one
+completion back, not one per chunk. An update the store cannot commit fails its turn: later
 updates are dropped, the agent is asked to cancel, and the turn ends `failed` with a terminal
 error naming the cause (never a silent gap in the transcript).
 

@@ -61,8 +61,6 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD_REVISION = "0014_user_parts_index"
 # Jobs drained into one transaction at most; bounds the latency one commit adds to a batch.
 MAX_GROUP = 256
-# Steps of paced step jobs sharing one writer job at most (see Store.submit_steps).
-MAX_SHARED_STEPS = 1024
 # How long a write keeps retrying a database that cannot take it before it fails.
 WRITE_RETRY_SECONDS = 30.0
 # Back-off between attempts while the database cannot take writes: first, then the cap.
@@ -200,41 +198,24 @@ class _Job(Generic[T]):
     # replayed after a failure as one job per step. None: a single write.
     steps: list[Callable[[UnitOfWork], Any]] | None = None
     group: _StepGroup | None = None  # a step replayed alone: settles its job's future
-    # Paced step jobs sharing this one (`_SharedSteps`): each submitter's future and how many
-    # of `steps` are its own, in order. They settle instead of `future`, which nobody holds.
-    owners: list[tuple[asyncio.Future[Any], int]] | None = None
 
     def split(self) -> list[_Job[Any]]:
         """This job as one job per step (each in its own transaction); itself if single."""
         if self.steps is None:
             return [self]
-        owners = self.owners or [(self.future, len(self.steps))]
-        groups = [
-            group
-            for group in (_StepGroup(future, count) for future, count in owners)
-            for _ in range(group.remaining)
-        ]
+        group = _StepGroup(self.future, len(self.steps))
         return [
             _Job(
                 fn=step,
                 loop=self.loop,
-                future=group.future,
+                future=self.future,
                 deadline=self.deadline,
                 op=self.op,
                 fenced=self.fenced,
                 group=group,
             )
-            for step, group in zip(self.steps, groups, strict=True)
+            for step in self.steps
         ]
-
-
-@dataclass(eq=False)
-class _SharedSteps:
-    """Paced step jobs submitted in one iteration of the event loop, to go to the writer as
-    one job: the steps in submission order, and each submitter's future with its count."""
-
-    steps: list[Callable[[UnitOfWork], Any]] = field(default_factory=list)
-    owners: list[tuple[asyncio.Future[Any], int]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -418,8 +399,6 @@ class Store:
         self._next_event_seq: int | None = None  # the writer's global event counter
         # A cluster member whose lease every (fenced) write must hold (see `fence`).
         self._fence: str | None = None
-        # Paced step jobs of this iteration of the loop, not yet queued (see submit_steps).
-        self._shared: _SharedSteps | None = None
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
 
@@ -529,38 +508,13 @@ class Store:
         writer and one completion, for a burst of small writes). Should one of them fail on
         its own (not the database's trouble), each step is replayed in its own transaction
         like separate jobs, so only the failing step is lost; the future then fails with
-        StepsLostError (how many of these steps, and the first cause).
+        StepsLostError (how many, and the first cause)."""
 
-        `paced` step jobs submitted in one iteration of the event loop share one writer job,
-        queued at the end of the iteration or before any other write (so submission order
-        holds): the agents read on one tick then cost the writer one unit of work and one
-        completion instead of one each (docs/decisions.md, "fourteenth slice"). Each keeps
-        its own future and loses only its own steps."""
-        if not paced:
-            return self._enqueue(_run_steps(steps), steps, False, None, True, False)
-        loop = asyncio.get_running_loop()
-        shared = self._shared
-        if shared is None:
-            shared = self._shared = _SharedSteps()
-            loop.call_soon(self._queue_shared)
-        future: asyncio.Future[None] = loop.create_future()
-        shared.steps.extend(steps)
-        shared.owners.append((future, len(steps)))
-        if len(shared.steps) >= MAX_SHARED_STEPS:
-            self._queue_shared()
-        return future
+        def run_all(uow: UnitOfWork) -> None:
+            for step in steps:
+                step(uow)
 
-    def _queue_shared(self) -> None:
-        """Hand this iteration's shared paced steps to the writer as one job."""
-        shared, self._shared = self._shared, None
-        if shared is None:
-            return  # queued already (by a later write, or at MAX_SHARED_STEPS)
-        try:
-            self._enqueue(_run_steps(shared.steps), shared.steps, False, None, True, True, shared)
-        except Exception as exc:  # the store is closed or its writer stopped
-            for future, _count in shared.owners:
-                if not future.done():
-                    future.set_exception(exc)
+        return self._enqueue(run_all, steps if len(steps) > 1 else None, False, None, True, paced)
 
     def _enqueue(
         self,
@@ -570,10 +524,7 @@ class Store:
         retry_seconds: float | None,
         fenced: bool,
         paced: bool,
-        shared: _SharedSteps | None = None,
     ) -> asyncio.Future[T]:
-        if self._shared is not None:
-            self._queue_shared()  # submitted before this write: queued before it
         if self._writer is None:
             raise RuntimeError("store writer is not started")
         if not self._writer_running:
@@ -581,7 +532,7 @@ class Store:
         loop = asyncio.get_running_loop()
         wait = self.retry_seconds if retry_seconds is None else retry_seconds
         deadline = math.inf if patient else time.monotonic() + wait
-        op = CURRENT_OP.get() if shared is None else None  # agents' output answers no op
+        op = CURRENT_OP.get()
         if op is not None and not op.carried_by_current_task():
             op = None
         job: _Job[T] = _Job(
@@ -592,8 +543,7 @@ class Store:
             op=op,
             fenced=fenced,
             paced=paced,
-            steps=steps if steps is None or len(steps) > 1 else None,
-            owners=None if shared is None else shared.owners,
+            steps=steps,
         )
         self._jobs.put(job)
         if not paced:
@@ -604,8 +554,6 @@ class Store:
         """Commit the paced writes queued so far now, not at the end of the interval: the
         agents' pipe tick calls this once it has read (core/agents/pipes.py), so a chunk it
         read waits for that tick only, not for the tick and then the writer's interval."""
-        if self._shared is not None:
-            self._queue_shared()
         # Set only when not set already: Event.set() takes a lock and notifies every time, a
         # cost paid per job otherwise.
         if not self._urgent.is_set():
@@ -902,14 +850,6 @@ class Store:
             if job.group is not None:
                 job.group.settle(job.error)
                 continue
-            if job.owners is not None:
-                for future, _count in job.owners:
-                    if not future.done():
-                        if job.error is not None:
-                            future.set_exception(job.error)
-                        else:
-                            future.set_result(None)
-                continue
             if job.future.done():
                 continue
             if job.error is not None:
@@ -928,16 +868,6 @@ class Store:
         """Run `fn` in a read transaction on the calling thread (start-up and tools)."""
         with self._reader_engine.connect() as conn, conn.begin():
             return fn(ReadUnit(conn))
-
-
-def _run_steps(steps: list[Callable[[UnitOfWork], Any]]) -> Callable[[UnitOfWork], None]:
-    """One job's function running `steps` in order in its unit of work."""
-
-    def run_all(uow: UnitOfWork) -> None:
-        for step in steps:
-            step(uow)
-
-    return run_all
 
 
 def _revision(conn: Connection) -> str | None:

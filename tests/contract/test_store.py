@@ -191,66 +191,6 @@ async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itsel
     assert [ev.seq for ev in stored] == [ev.seq for ev in published]
 
 
-async def test_store_paced_step_jobs_of_one_loop_iteration_share_a_job_in_order(
-    database_url: str,
-):
-    """Paced step jobs submitted in one iteration of the loop (the agents read on one tick)
-    go to the writer as one job: their steps run in one unit of work, in submission order.
-    A write submitted between them queues the ones before it first, so the log keeps
-    submission order; a later iteration's paced steps are a job of their own."""
-    units: dict[str, UnitOfWork] = {}  # kept alive, so no two units share an id()
-
-    def step(name: str) -> Callable[[UnitOfWork], None]:
-        def run(uow: UnitOfWork) -> None:
-            units[name] = uow
-            uow.emit(_error(name))
-
-        return run
-
-    async with hour_paced(database_url) as (db, batches):
-        await db.write(_note("first"))
-        jobs = [
-            db.submit_steps([step("a1"), step("a2")], paced=True),
-            db.submit_steps([step("b1")], paced=True),
-            db.submit(step("op")),
-            db.submit_steps([step("c1")], paced=True),
-        ]
-        db.commit_paced()
-        await asyncio.wait_for(asyncio.gather(*jobs), 10)
-        later = db.submit_steps([step("d1")], paced=True)
-        db.commit_paced()
-        await asyncio.wait_for(later, 10)
-    logged = [json.loads(ev.payload)["message"] for batch in batches for ev in batch]
-    assert logged == ["first", "a1", "a2", "b1", "op", "c1", "d1"]
-    assert units["a1"] is units["a2"] is units["b1"]  # one job
-    assert len({id(units[name]) for name in ("a1", "op", "c1", "d1")}) == 4
-
-
-async def test_store_shared_paced_jobs_each_lose_only_their_own_failed_steps(store):
-    """When a step of a shared paced job fails on its own, the steps are replayed one per
-    transaction: every other step commits, in order, and each submitter's future reports
-    only its own lost steps (StepsLostError), or succeeds."""
-    db, published = store
-
-    def boom(uow: UnitOfWork) -> None:
-        uow.emit(_error("doomed"))
-        raise RuntimeError("boom")
-
-    jobs = [
-        db.submit_steps([_note("a1"), _note("a2")], paced=True),
-        db.submit_steps([_note("b1"), boom, _note("b2"), boom], paced=True),
-        db.submit_steps([_note("c1")], paced=True),
-    ]
-    db.commit_paced()
-    results = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 10)
-    assert results[0] is None and results[2] is None
-    assert isinstance(results[1], StepsLostError) and results[1].failed == 2
-    logged = [json.loads(ev.payload)["message"] for ev in published]
-    assert logged == ["a1", "a2", "b1", "b2", "c1"]
-    stored = await db.read(lambda r: r.events.after(0, limit=10))
-    assert [ev.seq for ev in stored] == [ev.seq for ev in published]
-
-
 async def test_store_event_log_after_filters_and_pages(store):
     """`after` is exclusive, oldest first, bounded by `limit`, optionally one session's."""
     db, published = store
