@@ -69,6 +69,9 @@ def pair(tmp_path: Path, cluster_url: str, lease_seconds: float) -> Iterator[Pai
     finally:
         b.stop()
         a.stop()
+        # Captured output: pytest shows it only for a failing test.
+        for name, server in (("A", a), ("B", b)):
+            print(f"--- member {name} ({server.home.name}) log ---\n{server.log_tail()}")
 
 
 def pair_device(server: C2Process, name: str) -> tuple[str, str]:

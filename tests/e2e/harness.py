@@ -73,6 +73,17 @@ class C2Process:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def log_path(self) -> Path:
+        """The server's stderr (its log), across every start on this home."""
+        return self.home / "server.log"
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("C2_DATABASE_URL", None)
@@ -84,6 +95,8 @@ class C2Process:
         """Run `c2 serve` and wait for /readyz (probed every `poll` s); `ready_seconds` is how
         long that took from the exec (bench/startup.py reports it)."""
         began = time.monotonic()
+        # Kept in the home (appended across restarts) for a failing test to show.
+        log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -98,8 +111,9 @@ class C2Process:
             cwd=REPO,
             env=self._env(),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
         )
+        log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + 60  # generous: CI machines may be busy
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
@@ -230,11 +244,15 @@ class EventReader:
 
     async def until(self, predicate: Any, timeout: float = 15.0) -> dict[str, Any]:
         """Read frames until an event satisfies `predicate`; returns that event."""
-        with anyio.fail_after(timeout):
-            while True:
-                frame = await self.frame(timeout)
-                if frame.get("kind") == "event" and predicate(frame["event"]):
-                    return dict(frame["event"])
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    frame = await self.frame(timeout)
+                    if frame.get("kind") == "event" and predicate(frame["event"]):
+                        return dict(frame["event"])
+        except TimeoutError:
+            # Say what did arrive: a failing run on a busy machine is otherwise mute.
+            raise TimeoutError(f"not within {timeout} s; events seen: {self.names()}") from None
 
     async def until_event(self, name: str, timeout: float = 15.0, **match: Any) -> dict[str, Any]:
         return await self.until(

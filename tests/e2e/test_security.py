@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import closing, contextmanager
 from typing import Any
+from unittest.mock import patch
 
 import anyio
 import httpx
@@ -42,26 +43,43 @@ def _problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return body
 
 
+class HeldWriter:
+    """The store's single writer, occupied until `release` is set; `queued` names the function
+    of every write submitted meanwhile (the server's own periodic writes, e.g. its first
+    sweep, may queue there too, so a test waits for the writes it made by name)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.queued: list[str] = []
+
+    async def queued_write(self, name: str) -> None:
+        """Wait until a write made in a function called `name` waits behind the writer."""
+        with anyio.fail_after(10):
+            while not any(name in queued for queued in self.queued):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+
+
 @contextmanager
-def writer_held(live: LiveServer) -> Iterator[threading.Event]:
-    """Occupy the store's single writer until the yielded event is set (or 10 s pass)."""
-    release = threading.Event()
+def writer_held(live: LiveServer) -> Iterator[HeldWriter]:
+    """Occupy the store's single writer until the yielded writer's `release` is set (or
+    10 s pass)."""
+    store = live.services.store
+    writer = HeldWriter()
     held = asyncio.run_coroutine_threadsafe(
-        live.services.store.write(lambda _uow: release.wait(10)), live.loop
+        store.write(lambda _uow: writer.release.wait(10)), live.loop
     )
+    submit = store.submit
+
+    def recording(fn: Callable[..., Any], **options: Any) -> Any:
+        writer.queued.append(fn.__qualname__)
+        return submit(fn, **options)
+
     try:
-        yield release
+        with patch.object(store, "submit", recording):
+            yield writer
     finally:
-        release.set()
+        writer.release.set()
         held.result(15)
-
-
-async def queued_writes(live: LiveServer, count: int) -> None:
-    """Wait until `count` writes wait behind the held writer."""
-    jobs = live.services.store._jobs
-    with anyio.fail_after(10):
-        while jobs.qsize() < count:  # noqa: ASYNC110 - the queue is the writer thread's
-            await anyio.sleep(0.01)
 
 
 # -- 6: revocation -------------------------------------------------------------------------------
@@ -80,18 +98,18 @@ async def test_revoke_closes_a_stream_that_subscribes_after_the_revocation(
             )
         ).json()["ticket"]
         assert (await client.get("/v1/devices", headers=live.headers)).status_code == 200
-        with writer_held(live) as release:
+        with writer_held(live) as writer:
             # The ticket's redemption queues first, the revocation after it: both commit in
             # one batch, so the stream authenticates and subscribes only after the revocation.
             opening = asyncio.create_task(
                 open_stream(live, headers={}, params={"ticket": ticket}, expect=200)
             )
-            await queued_writes(live, 1)
+            await writer.queued_write("redeem_ticket")
             revoking = asyncio.create_task(
                 client.delete(f"/v1/devices/{phone.device_id}", headers=live.headers)
             )
-            await queued_writes(live, 2)
-            release.set()
+            await writer.queued_write("revoke")
+            writer.release.set()
             assert (await revoking).status_code == 204
         stream = await opening
         with anyio.fail_after(10):
