@@ -95,4 +95,4 @@ async def test_revoking_a_device_on_a_ends_its_stream_on_b(pair: Pair) -> None:
         await admin.aclose()
 
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.long_lease]

@@ -11,15 +11,10 @@ import pytest
 from tests.cluster.conftest import Pair
 from tests.e2e.harness import SCRIPTED, Client, EventReader
 
-pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def lease_seconds() -> float:
-    """Long: these tests are about duplicates, not lapses. With the 2 s lease, a member slowed
-    that long by a loaded machine was judged gone mid-create; its peer took the claim over
-    and ran the op, and the slow member's create then ended 503, as designed for a lapse."""
-    return 30.0
+# About duplicates, not lapses: a member slowed 2 s by a loaded machine was judged gone
+# mid-create, its peer took the claim over and ran the op, and the slow member's create then
+# ended 503, as designed for a lapse.
+pytestmark = [pytest.mark.postgres, pytest.mark.long_lease]
 
 
 async def test_a_duplicate_create_sent_to_both_members_runs_once(

@@ -11,7 +11,7 @@ import pytest
 from tests.cluster.conftest import Pair
 from tests.e2e.harness import Client, EventReader
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.long_lease]
 
 
 def _instance_id(home: Path) -> str:

@@ -18,17 +18,9 @@ from tests.cluster.ghost import GHOST_ID, Ghost, cluster_key, ghost_member, set_
 from tests.cluster.test_cluster_lease import _id
 from tests.e2e.harness import C2Process, Client, EventReader
 
-pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def lease_seconds() -> float:
-    """Long: these tests are about relaying, not lapses. With the 2 s lease, a member slowed
-    that long by a loaded machine (B starting the moved session's agent) was judged gone: its
-    peer took its running turn over, as designed for a lapse, and no `turn_ended` came."""
-    return 30.0
-
-
+# About relaying, not lapses: B, slowed 2 s by a loaded machine while starting a moved
+# session's agent, was judged gone, A took its running turn over and no `turn_ended` came.
+pytestmark = [pytest.mark.postgres, pytest.mark.long_lease]
 # Longer than httpx's default 5 s read timeout, which would cut the relayed answer.
 SLOW_OWNER_SECONDS = 6.0
 
