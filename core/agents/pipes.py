@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 READ_SIZE = 256 * 1024
 SMALL_READ = 16 * 1024  # a read on readiness below this moves the pipe to the tick
-FULL_READ = 32 * 1024  # half a Linux pipe in one tick: back to readiness
+FULL_READ = 32 * 1024  # half a default Linux pipe in one tick (an agent's holds 256 KiB): readiness
 QUIET_TICKS = 20  # consecutive empty ticks before a pipe goes back to readiness
 ENGAGE_READS = 5  # small reads on readiness within one interval that engage the tick
 RELEASE_READS = 3  # fewer pipes with data per tick than this, QUIET_TICKS times: release all

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import signal
@@ -21,6 +22,12 @@ from c2.core.agents.pipes import PipeTicker, StdoutPipe
 
 logger = logging.getLogger(__name__)
 
+# The agent's stdout pipe holds this much, not Linux's 64 KiB. Under load the pipe is read on
+# the pipes' tick (two commit intervals, core/agents/pipes.py), and an agent streaming flat
+# out (~13 MB/s here) filled 64 KiB in 5 ms, then blocked for the rest of the tick: flat out
+# went from 69 to 72-77 % of the bare reader (docs/decisions.md, "fifteenth sitting"). No
+# more than that: the pipes of one user count against its pipe-user-pages-soft.
+STDOUT_PIPE_BYTES = 256 * 1024
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
 ERROR_TAIL_LINES = 20
@@ -93,6 +100,7 @@ async def spawn(
     """
     loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()  # neither inherited by other children (PEP 446)
+    _widen(read_end)
     stdout = StdoutPipe(read_end, pipes)
     try:
         transport, protocol = await loop.subprocess_exec(
@@ -114,6 +122,15 @@ async def spawn(
         # The child has its own copy: EOF comes when it and its own children let go of it.
         os.close(write_end)
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
+
+
+def _widen(fd: int) -> None:
+    """Make `fd`'s pipe hold STDOUT_PIPE_BYTES (Linux); the default where that is refused."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is None:
+        return
+    with contextlib.suppress(OSError):  # EPERM past the user's pipe quota: 64 KiB still works
+        fcntl.fcntl(fd, setsize, STDOUT_PIPE_BYTES)
 
 
 def signal_group(pgid: int, signum: int) -> bool:
