@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
@@ -46,7 +47,14 @@ from c2.core.protocol.values import (
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import SessionRecord, utcnow
 from c2.core.session_list import SessionPage, decode_cursor, read_session_page
-from c2.core.store.database import HEAD_REVISION, MIGRATIONS, ReadUnit, Store, UnitOfWork
+from c2.core.store.database import (
+    HEAD_REVISION,
+    MIGRATIONS,
+    SQLITE_WRITER_CACHE_KIB,
+    ReadUnit,
+    Store,
+    UnitOfWork,
+)
 from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
 from c2.core.store.faults import StepsLostError
@@ -189,6 +197,20 @@ async def test_store_steps_commit_as_one_job_and_a_failing_step_loses_only_itsel
     assert [json.loads(ev.payload)["message"] for ev in published] == ["a", "b", "c", "d"]
     stored = await db.read(lambda r: r.events.after(0, limit=10))
     assert [ev.seq for ev in stored] == [ev.seq for ev in published]
+
+
+async def test_store_sqlite_writer_has_a_page_cache_of_its_own(store):
+    """On SQLite the writer's connection keeps SQLITE_WRITER_CACHE_KIB of pages (its inserts'
+    index pages outgrow the 2 MiB default); the readers keep the default."""
+    db, _published = store
+    if db.dialect != "sqlite":
+        pytest.skip("a SQLite connection setting")
+
+    def cache(conn: Any) -> int:
+        return int(conn.exec_driver_sql("PRAGMA cache_size").scalar())
+
+    assert await db.write(lambda uow: cache(uow.conn)) == -SQLITE_WRITER_CACHE_KIB
+    assert await db.read(lambda r: cache(r.conn)) == -2000
 
 
 async def test_store_event_log_after_filters_and_pages(store):
