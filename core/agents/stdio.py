@@ -24,9 +24,10 @@ logger = logging.getLogger(__name__)
 
 # The agent's stdout pipe holds this much, not Linux's 64 KiB. Under load the pipe is read on
 # the pipes' tick (two commit intervals, core/agents/pipes.py), and an agent streaming flat
-# out (~13 MB/s here) filled 64 KiB in 5 ms, then blocked for the rest of the tick: flat out
-# went from 69 to 72-77 % of the bare reader (docs/decisions.md, "fifteenth sitting"). No
-# more than that: the pipes of one user count against its pipe-user-pages-soft.
+# out (~13 MB/s here) filled 64 KiB in 5 ms, then blocked for the rest of the tick: with a
+# 15 ms commit interval flat out fell to a third of the bare reader, with this pipe 71 %
+# (docs/decisions.md, "fifteenth sitting"). No more than that: the pipes of one user count
+# against its pipe-user-pages-soft.
 STDOUT_PIPE_BYTES = 256 * 1024
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
