@@ -683,13 +683,15 @@ async def print_flat_out(
     chunks, clients = args.ceiling_chunks, args.clients
     ratios: list[float] = []
     report = ""
-    for run in range(args.flat_runs):
+    ceiling = 0.0
+    for run in range(max(1, args.flat_runs)):
         bare = await bare_reader_rate(chunks, cwd)
         c2, cores = await flat_out(server, cwd, chunks, clients, profile if run == 0 else None)
         if run == 0 and profile is not None:  # read before the fleet run's report replaces it
             report = profile.read_text()
         bare_after = await bare_reader_rate(chunks, cwd)
-        ratios.append(c2 / ((bare + bare_after) / 2))
+        ceiling = (bare + bare_after) / 2
+        ratios.append(c2 / ceiling)
         print(
             f"flat out: bare reader {bare:.0f} / {bare_after:.0f} chunks/s "
             f"(before/after), c2 to {clients} clients {c2:.0f} chunks/s "
@@ -701,7 +703,7 @@ async def print_flat_out(
         f"flat out, median of {len(ratios)}: {statistics.median(ratios):.0%} of the bare reader "
         f"(runs {', '.join(f'{r:.0%}' for r in ratios)}; target >= 80%)\n"
         f"          a reader that only parses and records each chunk (two rows, SQLite, no "
-        f"clients): {durable:.0f} chunks/s = {durable / ((bare + bare_after) / 2):.0%} "
+        f"clients): {durable:.0f} chunks/s = {durable / ceiling:.0%} "
         "of the last bare reader"
     )
     return report

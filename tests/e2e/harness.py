@@ -95,25 +95,25 @@ class C2Process:
         """Run `c2 serve` and wait for /readyz (probed every `poll` s); `ready_seconds` is how
         long that took from the exec (bench/startup.py reports it)."""
         began = time.monotonic()
-        # Kept in the home (appended across restarts) for a failing test to show.
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "c2.api.cli",
-                "serve",
-                "--home",
-                str(self.home),
-                "--port",
-                str(self.port),
-            ],
-            cwd=REPO,
-            env=self._env(),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        log.close()  # the child holds its own descriptor
+        # Kept in the home (appended across restarts) for a failing test to show; the child
+        # holds its own descriptor, so ours closes once it is spawned.
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "c2.api.cli",
+                    "serve",
+                    "--home",
+                    str(self.home),
+                    "--port",
+                    str(self.port),
+                ],
+                cwd=REPO,
+                env=self._env(),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         deadline = time.monotonic() + 60  # generous: CI machines may be busy
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
