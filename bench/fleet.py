@@ -569,14 +569,17 @@ async def flat_out(
         pool = spawn_workers(server, [("/v1/events", 1)] * clients, 2, timeout=300, count_only=True)
         profiling = None if profile is None else Profile(pid, profile)
         started = time.perf_counter()
-        server0, agent0 = cpu_seconds(pid), children_cpu(pid)
+        (user0, system0), agent0 = cpu_split(pid), children_cpu(pid)
         threads0 = thread_cpu(pid)
         await http.prompt(sid, f"/stamped {chunks}")
         seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
         threads = thread_shares(thread_cpu_since(pid, threads0), elapsed)
+        user, system = cpu_split(pid)
+        server_s = user + system - user0 - system0
         cores = (
-            f"server {(cpu_seconds(pid) - server0) / elapsed:.0%} ({threads}), "
+            f"server {server_s / elapsed:.0%} ({threads}; "
+            f"{(system - system0) / max(server_s, 1e-9):.0%} of it system), "
             f"agent {(children_cpu(pid) - agent0) / elapsed:.0%}, "
             f"clients {seen.cpu_s / elapsed:.0%} of a core"
         )

@@ -2,11 +2,11 @@
 
 An agent's text chunk costs the writer one transcript row, one event, the search index step
 and its share of a transaction. `bench/fleet.py` sees that cost mixed with everything else on a
-noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks
-(`transcript_write`, one paced `submit_steps` job per burst), spread evenly over S sessions at a
-given rate, and the figure is the writer thread's own CPU time (read on the writer thread by a
-job at the start and the end): on this shared machine it still varies by ~15 % from run to
-run, so compare changes over several alternating runs.
+noisy machine; here the writer gets exactly the jobs `AgentFeed` submits for text chunks (one
+paced `submit_steps` job per burst, holding a `RunWrite` of the burst's chunks), spread evenly
+over S sessions at a given rate, and the figure is the writer thread's own CPU time (read on
+the writer thread by a job at the start and the end): on this shared machine it still varies
+by ~15 % from run to run, so compare changes over several alternating runs.
 
     python -m bench.writer [--sessions 20] [--rate 2000] [--seconds 5] [--burst 1]
 
@@ -29,19 +29,22 @@ from pathlib import Path
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from c2.core.agent_feed import transcript_write
-from c2.core.agents.updates import TextChunk
+from c2.core.agent_feed import RunWrite
+from c2.core.protocol.chunks import ChunkRun, json_string
 from c2.core.session import utcnow
 from c2.core.store.buffer import SQLITE_DATETIME, SQLITE_INSERT_EVENTS, SQLITE_INSERT_PARTS
 from c2.core.store.database import COMMIT_INTERVAL, Store, UnitOfWork
 from c2.core.store.tables import EventRow, PartRow
 
 
-def _chunk_job(session: str, n: int) -> Callable[[UnitOfWork], None]:
-    """The write `AgentFeed` queues for one text chunk: its transcript row, then its event."""
-    write = transcript_write(session, TextChunk(message_id=f"m-{session}", text=f"w{n} "))
-    assert write is not None
-    return write
+def _burst_job(session: str, first: int, burst: int) -> Callable[[UnitOfWork], None]:
+    """The write `AgentFeed` queues for `burst` text chunks of one message read together: one
+    run, its transcript rows, then their events."""
+    run = ChunkRun("text", session, f"m-{session}")
+    for n in range(first, first + burst):
+        text = f"w{n} "
+        run.add(text, json_string(text))
+    return RunWrite(run)
 
 
 async def _feed(store: Store, sessions: int, rate: float, seconds: float, burst: int) -> int:
@@ -54,9 +57,7 @@ async def _feed(store: Store, sessions: int, rate: float, seconds: float, burst:
         due = int((now - start) / interval)
         while sent // burst < due:
             session = names[(sent // burst) % sessions]
-            last = store.submit_steps(
-                [_chunk_job(session, sent + k) for k in range(burst)], paced=True
-            )
+            last = store.submit_steps([_burst_job(session, sent, burst)], paced=True)
             sent += burst
         await asyncio.sleep(interval / 2)
     if last is not None:

@@ -40,7 +40,7 @@ from c2.core.agents.updates import (
 )
 from c2.core.commits import commit_activity, commit_turn_state, record_resolution
 from c2.core.permissions import Decision, automatic_answer, decide, grants_standing_permission
-from c2.core.protocol.chunks import ChunkJson, agent_text_json, agent_thought_json
+from c2.core.protocol.chunks import ChunkKind, ChunkRun, json_string
 from c2.core.protocol.events import (
     ConfigOptions,
     ContextWindowEvent,
@@ -56,8 +56,6 @@ from c2.core.protocol.state import (
     Part,
     PendingInput,
     PlanPart,
-    ReasoningPart,
-    TextPart,
     ToolCallPart,
 )
 from c2.core.store.database import Store, UnitOfWork
@@ -122,6 +120,13 @@ class AgentFeed:
         state it changes), in arrival order; never waits for the writer."""
         if self._detached:
             return  # dropped from this process: someone else records this session now
+        match update:
+            case TextChunk():
+                self._add_chunk("text", update.message_id, update.text)
+                return
+            case ThoughtChunk():
+                self._add_chunk("reasoning", None, update.text)
+                return
         step = self._step(update)
         if step is not None:
             self._add(*step)
@@ -129,9 +134,9 @@ class AgentFeed:
     def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
         """The write recording `update` (and the usage ledger's step riding on it), applying
         to the live record at once what the update changes of the session."""
-        write = transcript_write(self._live.id, update)
-        if write is not None:
-            return write, None
+        row = transcript_row(self._live.id, update)
+        if row is not None:
+            return row_write(self._live.id, *row), None
         match update:
             case UsageUpdate():
                 return self._context(update)
@@ -235,18 +240,46 @@ class AgentFeed:
 
     def _add(self, write: Write, ledger: UsageStep | None = None) -> None:
         """Add `write` to the group going to the writer once this loop iteration's updates
-        are in (or at MAX_GROUP)."""
+        are in (or at MAX_GROUP updates)."""
         if self._lost is not None:
             self._lost.count += 1  # the turn is failing: nothing after a gap is kept
             return
+        group = self._open_group()
+        group.writes.append(write)
+        if ledger is not None:
+            group.committed.append(ledger.committed)  # acts on a budget crossing
+        self._added(group)
+
+    def _add_chunk(self, kind: ChunkKind, message_id: str | None, text: str) -> None:
+        """Add a streamed chunk to the group: consecutive chunks of one message are one write
+        (a ChunkRun), so a chunk costs no model, closure or write step of its own."""
+        if self._lost is not None:
+            self._lost.count += 1
+            return
+        try:
+            body = json_string(text)
+        except TypeError as exc:  # a lone surrogate: JSON in UTF-8 cannot carry it
+            self._lose(1, exc)
+            return
+        group = self._open_group()
+        run = group.writes[-1] if group.writes else None
+        if not (isinstance(run, RunWrite) and run.run.continues(kind, message_id)):
+            run = RunWrite(ChunkRun(kind, self._live.id, message_id))
+            group.writes.append(run)
+        run.run.add(text, body)
+        self._added(group)
+
+    def _open_group(self) -> WriteGroup:
+        """The group this loop iteration's updates join (submitted when the iteration ends)."""
         group = self._group
         if group is None:
             group = self._group = WriteGroup()
             asyncio.get_running_loop().call_soon(self._submit, group)
-        group.writes.append(write)
-        if ledger is not None:
-            group.committed.append(ledger.committed)  # acts on a budget crossing
-        if len(group.writes) >= MAX_GROUP:
+        return group
+
+    def _added(self, group: WriteGroup) -> None:
+        group.updates += 1
+        if group.updates >= MAX_GROUP:
             self._submit(group)
 
     def _backlogged(self) -> bool:
@@ -261,7 +294,7 @@ class AgentFeed:
             return
         self._group = None
         future = self._store.submit_steps(group.writes, paced=True)
-        future.add_done_callback(partial(self._written, len(group.writes)))
+        future.add_done_callback(partial(self._written, group.updates))
         for committed in group.committed:
             future.add_done_callback(committed)
         self._in_flight.append(future)
@@ -271,6 +304,10 @@ class AgentFeed:
             return
         if isinstance(exc, StepsLostError):
             updates = exc.failed  # the group's other updates were committed
+        self._lose(updates, exc)
+
+    def _lose(self, updates: int, exc: BaseException) -> None:
+        """`updates` of this turn could not be recorded (`exc`): the turn fails."""
         if self._lost is not None:
             self._lost.count += updates
             return
@@ -365,37 +402,25 @@ class AgentFeed:
                 await commit_activity(self._store, live, turn.state(), after=(resolved,))
 
 
-def transcript_write(sid: str, update: AgentUpdate) -> Write | None:
-    """The write of the transcript row `update` persists, with its event; None for
-    session-level updates (usage, config options), which are not transcript content."""
-    match update:
-        case TextChunk(message_id=message_id, text=text):
-            return chunk_write(
-                sid, TextPart(text=text), lambda: agent_text_json(sid, message_id, text)
-            )
-        case ThoughtChunk(text=text):
-            return chunk_write(sid, ReasoningPart(text=text), lambda: agent_thought_json(sid, text))
-    row = transcript_row(sid, update)
-    return row_write(sid, *row) if row is not None else None
+@dataclass(slots=True)
+class RunWrite:
+    """The write of a run of streamed chunks: their rows and events, encoded without their
+    models (the hot path of every streaming agent: core/protocol/chunks.py)."""
 
+    run: ChunkRun
 
-def chunk_write(sid: str, part: Part, encode: Callable[[], ChunkJson]) -> Write:
-    """The write of one streamed chunk's row and event, encoded without their models (the
-    hot path of every streaming agent: core/protocol/chunks.py). `part` is for the search
-    index. Encoding runs in the write, so text that cannot be encoded fails the write, as an
-    event's own `encode()` would."""
+    def __call__(self, uow: UnitOfWork) -> None:
+        """Append the run's rows and events in `uow`."""
+        uow.append_run(self.run)
 
-    def write(uow: UnitOfWork) -> None:
-        encoded = encode()
-        seq = uow.parts.append_encoded(sid, "agent", part, encoded.part_json)
-        uow.emit_encoded(sid, encoded.event(seq))
-
-    return write
+    def divide(self) -> list[Callable[[UnitOfWork], None]]:
+        """One write per chunk (a DivisibleWrite: replayed so, a refused row loses itself)."""
+        return [RunWrite(single) for single in self.run.singles()]
 
 
 def transcript_row(sid: str, update: AgentUpdate) -> tuple[Part, Callable[[int], Event]] | None:
     """The transcript part a tool call or plan update persists and its event given the row's
-    seq (streamed chunks: `chunk_write`); None for anything else."""
+    seq (streamed chunks: `RunWrite`); None for anything else."""
     match update:
         case ToolCallUpdate(id=tool_id, title=title, status=status, kind=kind):
             agent_input, content, locations = update.agent_input, update.content, update.locations
@@ -440,6 +465,7 @@ class WriteGroup:
     """Updates queued together: one write job, and what to tell once it committed."""
 
     writes: list[Write] = field(default_factory=list)
+    updates: int = 0  # the updates the writes record (a run of chunks is one write)
     committed: list[Callable[[asyncio.Future[None]], None]] = field(default_factory=list)
 
 

@@ -50,9 +50,9 @@ class WriteBuffer:
     # inserted with them (core/store/webhooks.py).
     notify: list[tuple[int, Event]] = field(default_factory=list)
 
-    def add_part(self, row: PartRowValues) -> None:
-        """Queue one transcript row."""
-        self.parts.append(row)
+    def add_parts(self, rows: list[PartRowValues]) -> None:
+        """Queue transcript rows."""
+        self.parts.extend(rows)
 
     def add_event(self, session: str | None, payload: str, notify: Event | None = None) -> int:
         """Queue one event row (with `notify`, also its webhook deliveries); returns its index
@@ -62,6 +62,13 @@ class WriteBuffer:
         if notify is not None:
             self.notify.append((index, notify))
         return index
+
+    def add_session_events(self, session: str, payloads: list[str]) -> int:
+        """Queue event rows of one session that no webhook takes; returns the first one's
+        index into the seqs `flush` will return."""
+        first = len(self.events)
+        self.events.extend([(session, payload) for payload in payloads])
+        return first
 
     def flush(self, conn: Connection, first_seq: int) -> list[int]:
         """Insert everything queued, numbering events from `first_seq`; their seqs in order."""

@@ -29,12 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 
 from c2.core.notify.payloads import WEBHOOK_EVENTS
+from c2.core.protocol.chunks import ChunkRun
 from c2.core.protocol.events import Event
 from c2.core.store.agent_processes import AgentProcessRepository
 from c2.core.store.buffer import WriteBuffer
@@ -151,10 +152,18 @@ class UnitOfWork:
         needs (the outbox: committed, or not, together with the event)."""
         self._append(ev.session, ev.encode(), ev if ev.event in WEBHOOK_EVENTS else None)
 
-    def emit_encoded(self, session: str, payload: str) -> None:
-        """`emit` an event already encoded as `payload` (a streamed chunk's:
-        core/protocol/chunks.py). Only for events no webhook takes: none is recorded."""
-        self._append(session, payload, None)
+    def append_run(self, run: ChunkRun) -> None:
+        """Append a run of streamed chunks: their transcript rows, then their events, encoded
+        without models (core/protocol/chunks.py). No webhook takes these events."""
+        payloads = run.events(self.parts.append_run(run))
+        if self._buffer is None:
+            for payload in payloads:
+                self.committed.append(self.events.append_encoded(run.session, payload))
+            return
+        first = self._buffer.add_session_events(run.session, payloads)
+        self._queued.extend(
+            [(index, run.session, payload) for index, payload in enumerate(payloads, first)]
+        )
 
     def _append(self, session: str | None, payload: str, notify: Event | None) -> None:
         if self._buffer is None:
@@ -187,6 +196,21 @@ class ReadUnit:
         return int(self.conn.execute(text("SELECT 1")).scalar_one())
 
 
+@runtime_checkable
+class DivisibleWrite(Protocol):
+    """A write step recording several updates at once (a run of streamed chunks). Replayed
+    after a failure of its own, it is replayed one update per transaction, so a row the
+    database refuses loses only its own update."""
+
+    def __call__(self, uow: UnitOfWork) -> Any:
+        """Run the writes of every update."""
+        ...
+
+    def divide(self) -> list[Callable[[UnitOfWork], Any]]:
+        """The same writes, one per update."""
+        ...
+
+
 @dataclass(eq=False)
 class _Job(Generic[T]):
     fn: Callable[[UnitOfWork], T]
@@ -206,10 +230,16 @@ class _Job(Generic[T]):
     group: _StepGroup | None = None  # a step replayed alone: settles its job's future
 
     def split(self) -> list[_Job[Any]]:
-        """This job as one job per step (each in its own transaction); itself if single."""
+        """This job as one job per step (each in its own transaction; a divisible step as one
+        job per update); itself if single."""
         if self.steps is None:
             return [self]
-        group = _StepGroup(self.future, len(self.steps))
+        pieces = [
+            piece
+            for step in self.steps
+            for piece in (step.divide() if isinstance(step, DivisibleWrite) else [step])
+        ]
+        group = _StepGroup(self.future, len(pieces))
         return [
             _Job(
                 fn=step,
@@ -220,7 +250,7 @@ class _Job(Generic[T]):
                 fenced=self.fenced,
                 group=group,
             )
-            for step in self.steps
+            for step in pieces
         ]
 
 
@@ -514,15 +544,16 @@ class Store:
     ) -> asyncio.Future[None]:
         """Queue `steps` as one job: run in order in one unit of work (one hand-off to the
         writer and one completion, for a burst of small writes). Should one of them fail on
-        its own (not the database's trouble), each step is replayed in its own transaction
-        like separate jobs, so only the failing step is lost; the future then fails with
-        StepsLostError (how many, and the first cause)."""
+        its own (not the database's trouble), each step (each update of a DivisibleWrite) is
+        replayed in its own transaction like separate jobs, so only the failing one is lost;
+        the future then fails with StepsLostError (how many, and the first cause)."""
 
         def run_all(uow: UnitOfWork) -> None:
             for step in steps:
                 step(uow)
 
-        return self._enqueue(run_all, steps if len(steps) > 1 else None, False, None, True, paced)
+        several = len(steps) > 1 or isinstance(steps[0], DivisibleWrite)
+        return self._enqueue(run_all, steps if several else None, False, None, True, paced)
 
     def _enqueue(
         self,

@@ -10,8 +10,9 @@ from typing import Literal
 
 from sqlalchemy import Connection, bindparam, func, insert, select
 
+from c2.core.protocol.chunks import SEARCH_KIND, ChunkRun
 from c2.core.protocol.state import PART_ADAPTER, Part, TranscriptEntry
-from c2.core.store.buffer import WriteBuffer
+from c2.core.store.buffer import PartRowValues, WriteBuffer
 from c2.core.store.search import SearchWriter
 from c2.core.store.tables import USER_ROW, PartRow
 
@@ -77,24 +78,46 @@ class PartRepository:
         return self.append_encoded(session_id, role, part, part.model_dump_json(exclude_none=True))
 
     def append_encoded(self, session_id: str, role: Role, part: Part, part_json: str) -> int:
-        """`append`, with `part` already encoded as `part_json` (a streamed chunk's row:
-        core/protocol/chunks.py)."""
+        """`append`, with `part` already encoded as `part_json`."""
+        seq = self._claim(session_id, 1)
+        self._insert([(session_id, seq, role, part_json)])
+        if self._search is not None:
+            self._search.row(session_id, seq, role, part)
+        return seq
+
+    def append_run(self, run: ChunkRun) -> int:
+        """Append the rows of a run of streamed chunks (agent rows, consecutive seqs);
+        returns the first one's seq."""
+        sid = run.session
+        first = self._claim(sid, len(run.bodies))
+        self._insert(
+            [(sid, seq, "agent", part) for seq, part in enumerate(run.part_jsons(), first)]
+        )
+        if self._search is not None:
+            self._search.chunks(sid, first, SEARCH_KIND[run.kind], run.texts)
+        return first
+
+    def _claim(self, session_id: str, count: int) -> int:
+        """Take the session's next `count` seqs; returns the first."""
         seq = self.next_seq(session_id)
         if self._next_seqs is not None:
             if session_id not in self.prior:
                 self.prior[session_id] = self._next_seqs.get(session_id)
-            self._next_seqs[session_id] = seq + 1
-        self.appended[session_id] = seq
+            self._next_seqs[session_id] = seq + count
+        self.appended[session_id] = seq + count - 1
+        return seq
+
+    def _insert(self, rows: list[PartRowValues]) -> None:
         if self._buffer is not None:
-            self._buffer.add_part((session_id, seq, role, part_json))
+            self._buffer.add_parts(rows)
         else:
             self._conn.execute(
                 _INSERT,
-                {"session_id": session_id, "seq": seq, "role": role, "part_json": part_json},
+                [
+                    {"session_id": sid, "seq": seq, "role": role, "part_json": part_json}
+                    for sid, seq, role, part_json in rows
+                ],
             )
-        if self._search is not None:
-            self._search.row(session_id, seq, role, part)
-        return seq
 
     def max_seq(self, session_id: str) -> int | None:
         """The session's newest seq, None without rows."""

@@ -47,8 +47,21 @@ TITLE_KEY = "title"
 RANK_WINDOW = 2000
 _NO_ROW = 2**63 - 1  # above every transcript seq
 
-# An index step, in transcript order: a row (seq, role, part) or the end of a turn (None).
-SearchOp = tuple[str, int, str, Part] | tuple[str, None, None, None]
+
+@dataclass(frozen=True, slots=True)
+class ChunkTexts:
+    """Consecutive chunk rows of one message (a run: core/protocol/chunks.py), from the op's
+    seq on: their document kind and texts, without a model per chunk."""
+
+    kind: str  # "text" or "thought"
+    texts: list[str]
+
+
+# An index step, in transcript order: a row (seq, role, part), a run of chunk rows from seq
+# on, or the end of a turn (None).
+SearchOp = (
+    tuple[str, int, str, Part] | tuple[str, int, str, ChunkTexts] | tuple[str, None, None, None]
+)
 
 _CHUNK_KINDS: dict[type[object], str] = {TextPart: "text", ReasoningPart: "thought"}
 
@@ -212,6 +225,10 @@ class SearchWriter:
         """Index a new transcript row (text parts join their message's document)."""
         self._step((session, seq, role, part))
 
+    def chunks(self, session: str, first: int, kind: str, texts: list[str]) -> None:
+        """Index a run of streamed chunk rows from seq `first` on (they join one message)."""
+        self._step((session, first, "agent", ChunkTexts(kind, texts)))
+
     def turn_ended(self, session: str) -> None:
         """The session's open message is complete (its turn ended)."""
         self._step((session, None, None, None))
@@ -310,6 +327,22 @@ def _close(conn: Connection, docs: DocWriter, session: str, st: SearchState) -> 
     st.open_kind = st.open_seq = None
 
 
+def _chunk(
+    conn: Connection, docs: DocWriter, session: str, st: SearchState, kind: str, seq: int, text: str
+) -> None:
+    """A chunk row of `kind` joins the open message (or opens one)."""
+    if st.open_kind != kind:
+        _close(conn, docs, session, st)
+        st.open_kind, st.open_seq, st.changed = kind, seq, True
+    st.pending.append((seq, text))
+    st.size += len(text)
+    if st.size >= DOC_CHARS:
+        # A long message becomes documents as it grows: memory and the in-memory match of
+        # open messages stay bounded.
+        _flush_message(conn, docs, session, st)
+        st.open_kind = st.open_seq = None  # the next chunk opens the rest
+
+
 def _tool_call(
     docs: DocWriter, session: str, seq: int, st: SearchState, part: ToolCallPart
 ) -> None:
@@ -347,19 +380,14 @@ def index_ops(
         if seq is None:
             _close(conn, docs, session, st)
             continue
+        if isinstance(part, ChunkTexts):
+            for index, chunk in enumerate(part.texts, seq):
+                _chunk(conn, docs, session, st, part.kind, index, chunk)
+            continue
         kind = _CHUNK_KINDS.get(type(part))
         if kind is not None:
-            if st.open_kind != kind:
-                _close(conn, docs, session, st)
-                st.open_kind, st.open_seq, st.changed = kind, seq, True
             assert isinstance(part, TextPart | ReasoningPart)
-            st.pending.append((seq, part.text))
-            st.size += len(part.text)
-            if st.size >= DOC_CHARS:
-                # A long message becomes documents as it grows: memory and the in-memory
-                # match of open messages stay bounded.
-                _flush_message(conn, docs, session, st)
-                st.open_kind = st.open_seq = None  # the next chunk opens the rest
+            _chunk(conn, docs, session, st, kind, seq, part.text)
             continue
         _close(conn, docs, session, st)
         if isinstance(part, PromptPart) and role == "user":

@@ -18,6 +18,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
+from c2.core.protocol.chunks import ChunkRun, json_string
 from c2.core.protocol.state import PromptPart, TextPart
 from c2.core.search.query import parse
 from c2.core.search.service import _search
@@ -132,9 +133,18 @@ def test_the_index_rolls_back_with_its_rows(database_url: str) -> None:
         store.close()
 
 
-def test_a_long_message_becomes_documents_as_it_grows(database_url: str) -> None:
+def _append_run(session: str, texts: list[str], uow: UnitOfWork) -> None:
+    run = ChunkRun("text", session, "m")
+    for text_ in texts:
+        run.add(text_, json_string(text_))
+    uow.append_run(run)
+
+
+@pytest.mark.parametrize("per_write", [1, 7], ids=["row by row", "in runs"])
+def test_a_long_message_becomes_documents_as_it_grows(database_url: str, per_write: int) -> None:
     """Past DOC_CHARS a streamed message is indexed while it streams (bounded memory); every
-    part stays findable, before and after the turn ends."""
+    part stays findable, before and after the turn ends. A message streamed in runs of chunks
+    (as agents' are) is indexed exactly as one written row by row."""
     store = Store(database_url)
     store.migrate()
     chunk = "filler " * 140 + "\n"  # 981 characters
@@ -144,9 +154,15 @@ def test_a_long_message_becomes_documents_as_it_grows(database_url: str) -> None
         try:
             record = SessionRecord(id="long", provider="p", cwd="/", title="t")
             await store.write(lambda uow: uow.sessions.insert(record))
-            for i in range(80):  # about 78,000 characters: three documents
-                text_ = ("early " if i == 1 else "") + ("late " if i == 78 else "") + chunk
-                store.submit(partial(_append_text, "long", text_))
+            texts = [  # about 78,000 characters: three documents
+                ("early " if i == 1 else "") + ("late " if i == 78 else "") + chunk
+                for i in range(80)
+            ]
+            for at in range(0, len(texts), per_write):
+                if per_write == 1:
+                    store.submit(partial(_append_text, "long", texts[at]))
+                else:
+                    store.submit(partial(_append_run, "long", texts[at : at + per_write]))
             await store.write(lambda uow: None)
             assert [h["kind"] for h in _hits(store, "early")] == ["text"]
             assert [h["kind"] for h in _hits(store, "late")] == ["text"]  # still streaming

@@ -4,6 +4,7 @@ failing database during a turn, start-up on an unusable home, home permissions (
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -257,6 +258,38 @@ async def test_failed_update_write_ends_the_turn_and_its_seq_is_never_reused(
         assert started["transcript_seq"] > max(2, *(e["transcript_seq"] for e in texts))
         rows = await transcript(client, sid)
         assert 2 not in row_seqs(rows)
+    finally:
+        await client.aclose()
+
+
+async def test_a_chunk_json_cannot_carry_fails_the_turn_and_keeps_the_chunks_before_it(
+    server: C2Process, tmp_path: Path
+) -> None:
+    """A chunk whose text holds a lone surrogate (an agent's JSON may escape one; UTF-8
+    cannot carry it) is not stored: the turn fails with a terminal error naming the cause,
+    and the chunks read with it, before it, are kept."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    bad = {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "bad \ud800"},
+    }
+    client = Client(server)
+    try:
+        sid = (await client.new_session(workdir))["id"]
+        async with EventReader(client, session=sid) as stream:
+            await stream.frame()
+            # json.dumps escapes the surrogate: the agent's /raw reads it back into its text.
+            await client.prompt(sid, f"/chunks 2\n/raw {json.dumps(bad)}")
+            error = await stream.until_event("error", timeout=30)
+            assert error["terminal"] is True
+            assert "could not be saved (1 update(s) lost)" in error["message"]
+            assert "surrogates not allowed" in error["message"]
+            activity = [e for e in stream.events if e["event"] == "session_activity_changed"]
+            assert activity[-1]["activity"]["state"]["kind"] == "failed"
+        rows = await transcript(client, sid)
+        assert [r["part"]["text"] for r in rows[1:]] == ["chunk-0 chunk-1 "]
+        assert row_seqs(rows) == [0, 1, 2]
     finally:
         await client.aclose()
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from c2.core.protocol.chunks import agent_text_json, agent_thought_json
+from c2.core.protocol.chunks import ChunkKind, ChunkRun, json_string
 from c2.core.protocol.events import AgentText, AgentThought
 from c2.core.protocol.state import ReasoningPart, TextPart
 
@@ -17,28 +17,55 @@ TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=200)
 TRICKY = ['"', "\\", "/", "\x00", "\x1f", "\x7f", "\u2028", "é", "😀", "</script>", ""]
 
 
-@settings(max_examples=300)
-@given(session=TEXT, message_id=TEXT, text=TEXT, seq=st.integers(0, 2**53))
-def test_agent_text_matches_its_models(session: str, message_id: str, text: str, seq: int) -> None:
-    encoded = agent_text_json(session, message_id, text)
-    assert encoded.part_json == TextPart(text=text).model_dump_json(exclude_none=True)
-    event = AgentText(session=session, message_id=message_id, text=text, transcript_seq=seq)
-    assert encoded.event(seq) == event.encode()
+def run_of(kind: ChunkKind, session: str, message_id: str | None, texts: list[str]) -> ChunkRun:
+    run = ChunkRun(kind, session, message_id)
+    for text in texts:
+        run.add(text, json_string(text))
+    return run
 
 
 @settings(max_examples=300)
-@given(session=TEXT, text=TEXT, seq=st.integers(0, 2**53))
-def test_agent_thought_matches_its_models(session: str, text: str, seq: int) -> None:
-    encoded = agent_thought_json(session, text)
-    assert encoded.part_json == ReasoningPart(text=text).model_dump_json(exclude_none=True)
-    event = AgentThought(session=session, text=text, transcript_seq=seq)
-    assert encoded.event(seq) == event.encode()
+@given(
+    session=TEXT,
+    message_id=TEXT,
+    texts=st.lists(TEXT, min_size=1, max_size=4),
+    seq=st.integers(0, 2**53),
+)
+def test_a_text_run_matches_its_models(
+    session: str, message_id: str, texts: list[str], seq: int
+) -> None:
+    run = run_of("text", session, message_id, texts)
+    assert run.part_jsons() == [TextPart(text=t).model_dump_json(exclude_none=True) for t in texts]
+    assert run.events(seq) == [
+        AgentText(session=session, message_id=message_id, text=t, transcript_seq=seq + i).encode()
+        for i, t in enumerate(texts)
+    ]
+
+
+@settings(max_examples=300)
+@given(session=TEXT, texts=st.lists(TEXT, min_size=1, max_size=4), seq=st.integers(0, 2**53))
+def test_a_thought_run_matches_its_models(session: str, texts: list[str], seq: int) -> None:
+    run = run_of("reasoning", session, None, texts)
+    assert run.part_jsons() == [
+        ReasoningPart(text=t).model_dump_json(exclude_none=True) for t in texts
+    ]
+    assert run.events(seq) == [
+        AgentThought(session=session, text=t, transcript_seq=seq + i).encode()
+        for i, t in enumerate(texts)
+    ]
 
 
 @pytest.mark.parametrize("text", TRICKY)
 def test_characters_json_escapes_match(text: str) -> None:
     event = AgentText(session="s", message_id="m", text=text, transcript_seq=7)
-    assert agent_text_json("s", "m", text).event(7) == event.encode()
+    assert run_of("text", "s", "m", [text]).events(7) == [event.encode()]
+
+
+def test_a_run_holds_one_message_of_one_kind() -> None:
+    run = run_of("text", "s", "m", ["a"])
+    assert run.continues("text", "m")
+    assert not run.continues("text", "m2")
+    assert not run.continues("reasoning", None)
 
 
 def test_a_lone_surrogate_fails_as_the_model_does() -> None:
@@ -47,4 +74,4 @@ def test_a_lone_surrogate_fails_as_the_model_does() -> None:
     with pytest.raises(Exception, match="surrogates not allowed"):
         TextPart(text="a\ud800").model_dump_json()
     with pytest.raises(TypeError, match="surrogates not allowed"):
-        agent_text_json("s", "m", "a\ud800")
+        json_string("a\ud800")
