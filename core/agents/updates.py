@@ -1,13 +1,13 @@
 """Domain values the ACP client hands to the engine: agent updates, permission asks, errors.
 
-Plain frozen dataclasses, no I/O. The ACP wire shapes never leave core/agents/; the engine only
-sees these (docs/protocol.md §3.8, §1.9).
+Plain frozen dataclasses (the chunks: named tuples), no I/O. The ACP wire shapes never leave
+core/agents/; the engine only sees these (docs/protocol.md §3.8, §1.9).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import NamedTuple, Protocol, TypeAlias
 
 from c2.core.protocol.events import Cost
 from c2.core.protocol.state import (
@@ -19,17 +19,18 @@ from c2.core.protocol.state import (
     ToolLocation,
 )
 
+# The two chunk updates are named tuples: immutable like the rest, and made for every chunk an
+# agent streams, at half a frozen dataclass's cost.
 
-@dataclass(frozen=True)
-class TextChunk:
+
+class TextChunk(NamedTuple):
     """An `agent_message_chunk` with text content; `message_id` is stable for one message."""
 
     message_id: str
     text: str
 
 
-@dataclass(frozen=True)
-class ThoughtChunk:
+class ThoughtChunk(NamedTuple):
     """An `agent_thought_chunk` with text content."""
 
     text: str

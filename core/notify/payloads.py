@@ -55,13 +55,19 @@ _SAFE_FIELDS: frozenset[str] = frozenset(
 MAX_CONTENT_CHARS = 16_000
 
 
-def event_kind(payload: str) -> str | None:
-    """The `event` tag of an encoded event, read without parsing (it leads every payload)."""
-    prefix = '{"event":"'
-    if not payload.startswith(prefix):
-        return None
-    end = payload.find('"', len(prefix))
-    return payload[len(prefix) : end] if end > 0 else None
+class KindTest:
+    """Whether an encoded event is of one of some kinds, read without parsing: the `event`
+    tag leads every payload. The store's publish hooks ask this of every committed event,
+    streamed chunks included, so it is one C-level prefix test, not a parse or a slice."""
+
+    __slots__ = ("_prefixes",)
+
+    def __init__(self, kinds: frozenset[str]) -> None:
+        self._prefixes = tuple(f'{{"event":"{kind}"' for kind in sorted(kinds))
+
+    def __call__(self, payload: str) -> bool:
+        """Whether `payload` is an event of one of the kinds."""
+        return payload.startswith(self._prefixes)
 
 
 def webhook_body(

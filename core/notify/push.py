@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
-from c2.core.notify.payloads import event_kind, push_topic
+from c2.core.notify.payloads import KindTest, push_topic
 from c2.core.store.database import Store
 from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import PushSubscription, WebhookRepository, session_title
@@ -57,6 +57,7 @@ REQUEST_TIMEOUT = 10.0
 MAX_QUEUED = 1000
 PAYLOAD_KEYS = ("type", "session", "session_title", "title", "tool_kind", "tag")
 PUSHED_EVENTS = frozenset({"permission_request", "permission_resolved", "turn_ended"})
+_PUSHED = KindTest(PUSHED_EVENTS)
 
 
 def default_subject() -> str:
@@ -199,7 +200,7 @@ class PushService:
     def notice(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook: queue what is pushed (oldest dropped past MAX_QUEUED)."""
         for ev in events:
-            if event_kind(ev.payload) in PUSHED_EVENTS:
+            if _PUSHED(ev.payload):
                 self._queue.append(ev)
                 self._wake.set()
 

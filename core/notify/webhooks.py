@@ -47,7 +47,7 @@ from c2.core.errors import (
     UnknownEventError,
     WebhookNotFoundError,
 )
-from c2.core.notify.payloads import WEBHOOK_EVENTS, event_kind
+from c2.core.notify.payloads import WEBHOOK_EVENTS, KindTest
 from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
@@ -70,6 +70,7 @@ CLAIM_SECONDS = 60.0
 IDLE_WAIT = 30.0
 # Pause after the store could not record an outcome (the delivery is retried afterwards).
 STORE_ERROR_PAUSE = 1.0
+_MAY_DELIVER = KindTest(WEBHOOK_EVENTS)  # a committed event that may have queued deliveries
 
 
 def check_url(url: str) -> str:
@@ -247,7 +248,7 @@ class WebhookDispatcher:
     def notice(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after a commit): wake up when the batch
         holds an event that may have queued deliveries."""
-        if any(event_kind(ev.payload) in WEBHOOK_EVENTS for ev in events):
+        if any(_MAY_DELIVER(ev.payload) for ev in events):
             self._wake.set()
 
     def wake(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from c2.core.errors import InvalidWebhookUrlError, UnknownEventError
-from c2.core.notify.payloads import event_kind, push_topic, webhook_body
+from c2.core.notify.payloads import KindTest, push_topic, webhook_body
 from c2.core.notify.webhooks import (
     check_events,
     check_url,
@@ -68,7 +68,8 @@ def test_payload_carries_ids_titles_and_kinds_only_unless_content_is_included():
     ev = PermissionRequest(
         session="s1", request_id="r1", title="Run it", options=[("a", "Allow")], tool_kind="execute"
     )
-    assert event_kind(ev.encode()) == "permission_request"
+    assert KindTest(frozenset({"turn_ended", "permission_request"}))(ev.encode())
+    assert not KindTest(frozenset({"permission_resolved", "permission"}))(ev.encode())
     common: dict[str, Any] = {
         "delivery_id": "d",
         "webhook_id": "w",
