@@ -210,8 +210,10 @@ class EventStream:
 
     def _unsent(self, events: Sequence[CommittedEvent]) -> Sequence[CommittedEvent]:
         """Those of `events` (in sequence order) not sent yet; a catch-up may have sent a
-        prefix of them already."""
-        return events[bisect_right(events, self.last, key=_seq) :]
+        prefix of them already. `events` itself when all are: its frames are joined once for
+        every stream given the same batch (core/event_ring.py)."""
+        cut = bisect_right(events, self.last, key=_seq)
+        return events[cut:] if cut else events
 
 
 def _seq(ev: CommittedEvent) -> int:

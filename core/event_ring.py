@@ -52,6 +52,9 @@ class EventRing:
         # Every event with a greater sequence is held; None until the first batch, as the
         # events committed before the ring existed are only in the log.
         self._floor: int | None = None
+        # The last `frames` call: its events (held, so the identity stays theirs) and bytes.
+        self._joined_for: Sequence[CommittedEvent] | None = None
+        self._joined = b""
 
     def extend(self, events: list[CommittedEvent]) -> None:
         """Take one commit batch (in sequence order, after every earlier batch)."""
@@ -77,9 +80,15 @@ class EventRing:
         return frame if frame is not None else event_frame(ev)
 
     def frames(self, events: Sequence[CommittedEvent]) -> bytes:
-        """The frames of `events`, joined (one call per batch: this runs for every stream)."""
+        """The frames of `events` (a sequence nobody changes afterwards), joined. This runs
+        for every stream and batch; the streams on every session get the batch's own list
+        (core/bus.py), so it is joined once for all of them."""
+        if events is self._joined_for:
+            return self._joined
         held = self._frames.get
-        return b"".join([held(ev.seq) or event_frame(ev) for ev in events])
+        joined = b"".join([held(ev.seq) or event_frame(ev) for ev in events])
+        self._joined_for, self._joined = events, joined
+        return joined
 
     def after(self, seq: int, session: str | None, limit: int) -> list[CommittedEvent] | None:
         """Up to `limit` held events after `seq` (of one session, or all), oldest first; None

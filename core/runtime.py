@@ -24,6 +24,7 @@ from c2.core.engine import Engine
 from c2.core.event_feed import EventFeed
 from c2.core.home import HomeLock, open_home, sqlite_url
 from c2.core.idempotent import IdempotentOps
+from c2.core.notify.payloads import notifiable
 from c2.core.notify.push import PushService
 from c2.core.notify.webhooks import WebhookDispatcher, WebhookService
 from c2.core.search.service import SearchService
@@ -132,18 +133,19 @@ class Runtime:
     def _published(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after each commit): live streams, then the
         notifiers, which only look at the batch and wake up."""
+        notable = notifiable(events)
         if self.follower is not None:
             self.follower.local(events)
         else:
             self.bus.publish(events)
-            self.webhook_dispatcher.notice(events)
-        self.push.notice(events)  # pushes go out from the member that committed the event
+            self.webhook_dispatcher.notice(notable)
+        self.push.notice(notable)  # pushes go out from the member that committed the event
 
     def _followed(self, events: list[CommittedEvent]) -> None:
         """What a cluster member's follower delivers, every member's events in log order: live
         streams, and the webhook dispatcher (the leader sends everyone's deliveries)."""
         self.bus.publish(events)
-        self.webhook_dispatcher.notice(events)
+        self.webhook_dispatcher.notice(notifiable(events))
 
     def unavailable(self) -> bool:
         """The store knows it cannot take writes now."""

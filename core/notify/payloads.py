@@ -10,7 +10,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from c2.core.store.events import CommittedEvent
 
 # The events a webhook may subscribe to: the ones that say an agent needs someone or that a
 # session changed. Per-chunk events (agent_text, tool_call, ...) are left out: they are the
@@ -53,6 +56,17 @@ _SAFE_FIELDS: frozenset[str] = frozenset(
 )
 # A turn's text in a content-carrying payload is cut past this many characters.
 MAX_CONTENT_CHARS = 16_000
+
+
+# Streamed chunks: most events by far, and never a notification's (WEBHOOK_EVENTS and the
+# pushed events leave them out).
+_CHUNK_PREFIXES = ('{"event":"agent_text"', '{"event":"agent_thought"')
+
+
+def notifiable(events: list[CommittedEvent]) -> list[CommittedEvent]:
+    """Those of `events` a notifier may act on: all but the streamed chunks. One prefix test
+    per event, made once per batch for every notifier."""
+    return [ev for ev in events if not ev.payload.startswith(_CHUNK_PREFIXES)]
 
 
 class KindTest:

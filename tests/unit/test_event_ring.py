@@ -59,3 +59,16 @@ def test_ring_is_bounded_by_bytes_and_shares_frames():
     assert ring.frame(big[0]) == event_frame(big[0])
     assert ring.frames(big) == b"".join(map(event_frame, big))  # evicted or held alike
     assert ring.after(0, None, 10) is None and ring.after(1, None, 10) == big[1:]
+
+
+def test_frames_of_one_batch_are_joined_once_and_a_cut_batch_gets_its_own():
+    """Every stream on all sessions is given the batch's own list: the second stream gets the
+    first one's bytes; a stream that had sent a prefix gets only the rest."""
+    ring = EventRing()
+    batch = _events(1, 3)
+    ring.extend(batch)
+    whole = ring.frames(batch)
+    assert whole == b"".join(event_frame(ev) for ev in batch)
+    assert ring.frames(batch) is whole
+    assert ring.frames(batch[1:]) == b"".join(event_frame(ev) for ev in batch[1:])
+    assert ring.frames(list(batch)) == whole  # the same events in another list: joined anew

@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 
 from c2.core.errors import InvalidWebhookUrlError, UnknownEventError
-from c2.core.notify.payloads import KindTest, push_topic, webhook_body
+from c2.core.notify.payloads import WEBHOOK_EVENTS, KindTest, notifiable, push_topic, webhook_body
+from c2.core.notify.push import PUSHED_EVENTS
 from c2.core.notify.webhooks import (
     check_events,
     check_url,
     retry_delay,
     sign,
 )
-from c2.core.protocol.events import PermissionRequest, TurnEnded
+from c2.core.protocol.events import AgentText, AgentThought, PermissionRequest, TurnEnded
+from c2.core.store.events import CommittedEvent
 
 
 def test_signature_is_hmac_sha256_of_timestamp_dot_body():
@@ -106,3 +108,16 @@ def test_push_topic_fits_rfc_8030():
     assert push_topic(uuid_tag) == "0f8fad5bd9cb469fa16570867728950e"
     long = push_topic("turn:" + "x" * 80)
     assert len(long) <= 32 and all(c.isalnum() or c in "-_" for c in long)
+
+
+def test_notifiers_are_given_every_event_but_the_streamed_chunks():
+    """Chunks are dropped before the notifiers look (most of a batch); no notification is
+    ever about one, so nothing they act on is dropped."""
+    session = "s1"
+    events = [
+        CommittedEvent(1, session, AgentText(session=session, message_id="m", text="t").encode()),
+        CommittedEvent(2, session, AgentThought(session=session, text="t").encode()),
+        CommittedEvent(3, session, TurnEnded(session=session, stop_reason="end_turn").encode()),
+    ]
+    assert [ev.seq for ev in notifiable(events)] == [3]
+    assert not {"agent_text", "agent_thought"} & (WEBHOOK_EVENTS | PUSHED_EVENTS)
