@@ -59,7 +59,7 @@ T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
 # The newest migration's revision (tests/contract/test_store.py holds it to Alembic's own
 # head). A database already there is not handed to Alembic, so a start imports none of it.
-HEAD_REVISION = "0014_user_parts_index"
+HEAD_REVISION = "0015_lean_chunk_rows"
 # The writer's SQLite page cache (KiB; the default is 2 MiB). Its inserts land in the right edge
 # of `events` and `parts` and in one place per session of their indexes; once those outgrow 2
 # MiB each batch read its pages back from the OS. Flat out (bench/fleet.py, the median of four

@@ -18,14 +18,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import Connection, delete, func, insert, select, text
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, text
 
 from c2.core.session import utcnow
-from c2.core.store.tables import EventRow
+from c2.core.store.tables import EventRow, aware
 
 _EVENTS = EventRow.__table__  # type: ignore[attr-defined]
 # Built once: constructing Core statements per call costs more than executing them.
 _INSERT = insert(_EVENTS)
+# The first event from a seq on, with its stamp (a primary-key probe of `prune`'s bisection).
+_AT_OR_AFTER = (
+    select(_EVENTS.c.seq, _EVENTS.c.created_at)
+    .where(_EVENTS.c.seq >= bindparam("s"))
+    .order_by(_EVENTS.c.seq)
+    .limit(1)
+)
 # pg_advisory_xact_lock(int4, int4) key of sequence assignment: "c3" and the schema's hash
 # (the owner lock of ownership.py uses "c2"). Two statements: in READ COMMITTED each takes its
 # snapshot when it starts, so the max() must start after the lock was granted.
@@ -120,8 +127,24 @@ class EventLog:
         """Drop events past the retention window; returns how many were removed."""
         cutoff = (now or utcnow()) - older_than
         # Keep the newest event so the log's high-water mark survives an idle period.
-        newest = self.last_seq()
-        result = self._conn.execute(
-            delete(_EVENTS).where(_EVENTS.c.created_at < cutoff, _EVENTS.c.seq < newest)
-        )
+        below = min(self._first_at_or_after(cutoff), self.last_seq())
+        result = self._conn.execute(delete(_EVENTS).where(_EVENTS.c.seq < below))
         return int(result.rowcount or 0)
+
+    def _first_at_or_after(self, cutoff: datetime) -> int:
+        """The seq of the oldest event stamped at or after `cutoff` (past the newest: none is).
+
+        Events are stamped as their seqs are claimed (one writer, or one at a time under the
+        sequence lock), so stamps rise with seqs (a wall clock stepped back blurs the boundary
+        by that step) and the boundary is found by bisection on the primary key: no index on
+        the stamps, which every streamed chunk would also write."""
+        # Every event up to `lo` is older; the first from `hi` on is not (or there is none).
+        lo, hi = 0, self.last_seq() + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            row = self._conn.execute(_AT_OR_AFTER, {"s": mid}).first()
+            if row is not None and aware(row[1]) < cutoff:
+                lo = row[0]  # the first event from mid on is older: so is every one before it
+            else:
+                hi = mid
+        return hi

@@ -74,8 +74,10 @@ class PartRow(SQLModel, table=True):
 
     # Prompts (user rows, one per turn) are what turn numbering and paging look up by role;
     # agent rows, nearly all of the table, stay out of this index, or every streamed chunk
-    # would write a third b-tree (docs/decisions.md, "fifth slice"). A query uses it only
-    # when it states the role as a literal, as USER_ROW does.
+    # would write another b-tree (docs/decisions.md, "fifth slice"). A query uses it only
+    # when it states the role as a literal, as USER_ROW does. On SQLite the rows are stored
+    # in their primary key's b-tree (WITHOUT ROWID): one b-tree per chunk, not a table and
+    # its key index, and a page reads its rows in key order.
     __table_args__ = (
         Index(
             "ix_parts_user",
@@ -84,6 +86,7 @@ class PartRow(SQLModel, table=True):
             sqlite_where=text(USER_ROWS),
             postgresql_where=text(USER_ROWS),
         ),
+        {"sqlite_with_rowid": False},
     )
 
 
@@ -104,10 +107,8 @@ class EventRow(SQLModel, table=True):
     payload: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
-    __table_args__ = (
-        Index("ix_events_session_seq", "session_id", "seq"),
-        Index("ix_events_created_at", "created_at"),
-    )
+    # No index on `created_at`: retention finds its boundary by seq (EventLog.prune).
+    __table_args__ = (Index("ix_events_session_seq", "session_id", "seq"),)
 
 
 class IdempotencyRow(SQLModel, table=True):

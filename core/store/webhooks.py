@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -47,7 +47,7 @@ from sqlmodel import Field, SQLModel
 from c2.core.notify.payloads import webhook_body
 from c2.core.protocol.events import Event
 from c2.core.session import rfc3339, utcnow
-from c2.core.store.tables import USER_ROW, PartRow, SessionRow
+from c2.core.store.tables import USER_ROW, PartRow, SessionRow, aware
 
 # Consecutive failed attempts (any delivery of the webhook) after which it is disabled.
 DISABLE_AFTER = 10
@@ -211,11 +211,6 @@ def _webhook(row: Any) -> Webhook:
         failures=int(row.failures),
         created_at=row.created_at,
     )
-
-
-def _as_utc(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes (stored as UTC).
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _now(conn: Connection) -> ColumnElement[datetime] | datetime:
@@ -405,8 +400,8 @@ class WebhookRepository:
                 attempts=int(r.attempts),
                 last_status=r.last_status,
                 state=r.state,
-                delivered_at=_as_utc(r.delivered_at) if r.delivered_at else None,
-                next_attempt_at=_as_utc(r.next_attempt_at),
+                delivered_at=aware(r.delivered_at) if r.delivered_at else None,
+                next_attempt_at=aware(r.next_attempt_at),
             )
             for r in rows
         ]
@@ -416,7 +411,7 @@ class WebhookRepository:
         now = _now(self._conn)
         if isinstance(now, datetime):
             return now
-        return _as_utc(self._conn.execute(select(now)).scalar_one())
+        return aware(self._conn.execute(select(now)).scalar_one())
 
     def pending(self, limit: int) -> list[DueDelivery]:
         """Pending deliveries of enabled webhooks, soonest first (due or not; a claimed one
@@ -449,7 +444,7 @@ class WebhookRepository:
                 secret=r.secret,
                 body=r.body,
                 attempts=int(r.attempts),
-                next_attempt_at=_as_utc(r.next_attempt_at),
+                next_attempt_at=aware(r.next_attempt_at),
             )
             for r in rows
         ]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from c2.core.auth import create_device, digest
 from c2.core.mcp_servers import parse_mcp_servers
@@ -643,3 +643,81 @@ def test_store_device_scopes_migration_keeps_full_scopes(database_url: str):
         store.close()
     assert device is not None and device.scopes == ALL_SCOPES
     assert token == ALL_SCOPES
+
+
+def test_store_lean_chunk_rows_migration_keeps_the_transcript(database_url: str):
+    """0015 rebuilds `parts` on SQLite (rows in the key's b-tree) and drops the events' stamp
+    index: every row and its role survive, prompts stay indexed, and downgrading restores it."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    engine = create_engine(database_url)
+    rows = [("s1", 0, "user", '{"kind":"prompt","text":"hi"}')] + [
+        ("s1", seq, "agent", f'{{"kind":"text","text":"c{seq}"}}') for seq in range(1, 50)
+    ]
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0014_user_parts_index")
+            for row in rows:
+                conn.execute(
+                    text("INSERT INTO parts VALUES (:s, :q, :r, :p)"),
+                    dict(zip("sqrp", row, strict=True)),
+                )
+            command.upgrade(cfg, "0015_lean_chunk_rows")
+            kept = conn.execute(
+                text("SELECT session_id, seq, role, part_json FROM parts ORDER BY seq")
+            ).all()
+            assert [tuple(r) for r in kept] == rows
+            indexes = {i["name"] for i in inspect(conn).get_indexes("events")}
+            assert "ix_events_created_at" not in indexes
+            assert "ix_parts_user" in {i["name"] for i in inspect(conn).get_indexes("parts")}
+            if conn.dialect.name == "sqlite":
+                ddl = conn.execute(
+                    text("SELECT sql FROM sqlite_master WHERE name = 'parts'")
+                ).scalar_one()
+                assert ddl.rstrip().endswith("WITHOUT ROWID")
+            command.downgrade(cfg, "0014_user_parts_index")
+            again = conn.execute(text("SELECT count(*) FROM parts")).scalar_one()
+            assert again == len(rows)
+            assert "ix_events_created_at" in {
+                i["name"] for i in inspect(conn).get_indexes("events")
+            }
+    finally:
+        engine.dispose()
+
+
+async def test_store_event_log_prune_drops_what_is_older_than_the_window(store):
+    """Retention drops exactly the events stamped before its cutoff, found by seq (stamps rise
+    with seqs), across gaps left by earlier prunes; the newest is kept even when older."""
+    db, published = store
+    await db.write(lambda uow: [uow.emit(_error(f"day {day}")) for day in range(30)])
+    seqs = [ev.seq for ev in published]
+    start = utcnow() - timedelta(days=30)
+
+    def restamp(uow: UnitOfWork) -> None:
+        for day, seq in enumerate(seqs):
+            uow.conn.execute(
+                text("UPDATE events SET created_at = :t WHERE seq = :q"),
+                {"t": start + timedelta(days=day), "q": seq},
+            )
+
+    await db.write(restamp)
+    now = start + timedelta(days=30)
+
+    async def prune(days: float) -> int:
+        removed: int = await db.write(lambda uow: uow.events.prune(timedelta(days=days), now=now))
+        return removed
+
+    async def held() -> list[int]:
+        return [ev.seq for ev in await db.read(lambda r: r.events.after(0, limit=100))]
+
+    assert await prune(20) == 10  # days 0..9; day 10 is stamped at the cutoff: kept
+    assert await held() == seqs[10:]
+    assert await prune(20) == 0
+    assert await prune(5.5) == 15  # days 10..24, the search starting below a gap
+    assert await held() == seqs[25:]
+    assert await prune(0) == 4  # all but the newest
+    assert await held() == seqs[-1:]
