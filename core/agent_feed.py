@@ -58,7 +58,7 @@ from c2.core.protocol.state import (
     PlanPart,
     ToolCallPart,
 )
-from c2.core.store.database import Store, UnitOfWork
+from c2.core.store.database import DivisibleWrite, Store, UnitOfWork
 from c2.core.store.faults import StepsLostError, describe
 
 if TYPE_CHECKING:
@@ -402,12 +402,14 @@ class AgentFeed:
                 await commit_activity(self._store, live, turn.state(), after=(resolved,))
 
 
-@dataclass(slots=True)
-class RunWrite:
+class RunWrite(DivisibleWrite):
     """The write of a run of streamed chunks: their rows and events, encoded without their
     models (the hot path of every streaming agent: core/protocol/chunks.py)."""
 
-    run: ChunkRun
+    __slots__ = ("run",)
+
+    def __init__(self, run: ChunkRun) -> None:
+        self.run = run
 
     def __call__(self, uow: UnitOfWork) -> None:
         """Append the run's rows and events in `uow`."""
