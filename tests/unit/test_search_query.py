@@ -4,6 +4,8 @@ and snippets (core/search/)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from c2.core.errors import InvalidQueryError
 from c2.core.search.query import (
@@ -14,7 +16,7 @@ from c2.core.search.query import (
     to_tsquery,
 )
 from c2.core.search.snippets import snippet
-from c2.core.search.tokens import tokenize
+from c2.core.search.tokens import Tokens, run_tokens, runs, tokenize
 
 
 def test_words_are_anded_or_binds_tighter_and_negation_applies_last() -> None:
@@ -117,6 +119,19 @@ def test_tokens_and_the_tsvector_literal() -> None:
     assert tokens.terms == ["hello", "hello", "東京", "京都", "café"]
     assert tokens.grams == ["東", "京", "都"]
     assert tokens.tsvector() == "'hello':1,2 '東京':3 '京都':4 'café':5 '東' '京' '都'"
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=200) | st.text("aZ09 ,_-é東京ไทยx" + "y" * 70, max_size=200))
+def test_tokens_are_the_word_runs_tokens(text: str) -> None:
+    """Text without unspaced scripts takes a shortcut past the runs: the same tokens."""
+    terms: list[str] = []
+    grams: list[str] = []
+    for run in runs(text):
+        terms.extend(run_tokens(run))
+        if run.ngram:
+            grams.extend(run.text)
+    assert tokenize(text) == Tokens(terms, grams)
 
 
 def test_snippets_mark_what_matched() -> None:
