@@ -116,9 +116,14 @@ def tokenize(text: str) -> Tokens:
         # No unspaced script (most text): every run is a word, as `runs` would find, at a
         # third of the cost of a Run per word (an agent message is tokenized as it streams).
         return Tokens([w for w in _WORD.findall(lowered) if len(w) <= MAX_WORD], [])
+    return tokens_of(runs(text))
+
+
+def tokens_of(found: list[Run]) -> Tokens:
+    """The index tokens of word runs, in order."""
     terms: list[str] = []
     grams: list[str] = []
-    for run in runs(text):
+    for run in found:
         terms.extend(run_tokens(run))
         if run.ngram:
             grams.extend(run.text)

@@ -16,7 +16,7 @@ from c2.core.search.query import (
     to_tsquery,
 )
 from c2.core.search.snippets import snippet
-from c2.core.search.tokens import Tokens, run_tokens, runs, tokenize
+from c2.core.search.tokens import runs, tokenize, tokens_of
 
 
 def test_words_are_anded_or_binds_tighter_and_negation_applies_last() -> None:
@@ -125,13 +125,7 @@ def test_tokens_and_the_tsvector_literal() -> None:
 @given(st.text(max_size=200) | st.text("aZ09 ,_-é東京ไทยx" + "y" * 70, max_size=200))
 def test_tokens_are_the_word_runs_tokens(text: str) -> None:
     """Text without unspaced scripts takes a shortcut past the runs: the same tokens."""
-    terms: list[str] = []
-    grams: list[str] = []
-    for run in runs(text):
-        terms.extend(run_tokens(run))
-        if run.ngram:
-            grams.extend(run.text)
-    assert tokenize(text) == Tokens(terms, grams)
+    assert tokenize(text) == tokens_of(runs(text))
 
 
 def test_snippets_mark_what_matched() -> None:
