@@ -75,12 +75,8 @@ class PartRepository:
 
     def append(self, session_id: str, role: Role, part: Part) -> int:
         """Append one row; returns its seq (per session, from 0)."""
-        return self.append_encoded(session_id, role, part, part.model_dump_json(exclude_none=True))
-
-    def append_encoded(self, session_id: str, role: Role, part: Part, part_json: str) -> int:
-        """`append`, with `part` already encoded as `part_json`."""
         seq = self._claim(session_id, 1)
-        self._insert([(session_id, seq, role, part_json)])
+        self._insert([(session_id, seq, role, part.model_dump_json(exclude_none=True))])
         if self._search is not None:
             self._search.row(session_id, seq, role, part)
         return seq
