@@ -162,6 +162,10 @@ class Client:
             base_url=server.base_url,
             headers={"Authorization": f"Bearer {server.bearer}"},
             timeout=httpx.Timeout(30.0),
+            # The server closes a connection idle for 5 s (keep_alive_seconds), httpx keeps one
+            # for 5 s: a request sent on it at that moment fails with ReadError (a test that
+            # waited out a 5 s grace period did). Pooled connections retire well before.
+            limits=httpx.Limits(keepalive_expiry=2.0),
         )
 
     async def aclose(self) -> None:
