@@ -58,30 +58,31 @@ _SAFE_FIELDS: frozenset[str] = frozenset(
 MAX_CONTENT_CHARS = 16_000
 
 
+class KindTest:
+    """Whether an encoded event is of one of some kinds, read without parsing: the `event`
+    tag leads every payload, so it is one C-level prefix test, not a parse or a slice."""
+
+    __slots__ = ("prefixes",)
+
+    def __init__(self, kinds: frozenset[str]) -> None:
+        self.prefixes = tuple(f'{{"event":"{kind}"' for kind in sorted(kinds))
+
+    def __call__(self, payload: str) -> bool:
+        """Whether `payload` is an event of one of the kinds."""
+        return payload.startswith(self.prefixes)
+
+
 # Streamed chunks: most events by far, and never a notification's (WEBHOOK_EVENTS and the
 # pushed events leave them out).
-_CHUNK_PREFIXES = ('{"event":"agent_text"', '{"event":"agent_thought"')
+_STREAMED = KindTest(frozenset({"agent_text", "agent_thought"}))
 
 
 def notifiable(events: list[CommittedEvent]) -> list[CommittedEvent]:
     """Those of `events` a notifier may act on: all but the streamed chunks. One prefix test
-    per event, made once per batch for every notifier."""
-    return [ev for ev in events if not ev.payload.startswith(_CHUNK_PREFIXES)]
-
-
-class KindTest:
-    """Whether an encoded event is of one of some kinds, read without parsing: the `event`
-    tag leads every payload. The store's publish hooks ask this of every committed event,
-    streamed chunks included, so it is one C-level prefix test, not a parse or a slice."""
-
-    __slots__ = ("_prefixes",)
-
-    def __init__(self, kinds: frozenset[str]) -> None:
-        self._prefixes = tuple(f'{{"event":"{kind}"' for kind in sorted(kinds))
-
-    def __call__(self, payload: str) -> bool:
-        """Whether `payload` is an event of one of the kinds."""
-        return payload.startswith(self._prefixes)
+    per event (inline: a call per event would cost more), made once per batch for every
+    notifier."""
+    prefixes = _STREAMED.prefixes
+    return [ev for ev in events if not ev.payload.startswith(prefixes)]
 
 
 def webhook_body(

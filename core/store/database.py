@@ -159,7 +159,7 @@ class UnitOfWork:
         payloads = run.events(self.parts.append_run(run))
         if self._buffer is None:
             for payload in payloads:
-                self.committed.append(self.events.append_encoded(run.session, payload))
+                self._append(run.session, payload, None)
             return
         first = self._buffer.add_session_events(run.session, payloads)
         self._queued.extend(

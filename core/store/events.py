@@ -127,19 +127,21 @@ class EventLog:
         """Drop events past the retention window; returns how many were removed."""
         cutoff = (now or utcnow()) - older_than
         # Keep the newest event so the log's high-water mark survives an idle period.
-        below = min(self._first_at_or_after(cutoff), self.last_seq())
+        newest = self.last_seq()
+        below = min(self._first_at_or_after(cutoff, newest), newest)
         result = self._conn.execute(delete(_EVENTS).where(_EVENTS.c.seq < below))
         return int(result.rowcount or 0)
 
-    def _first_at_or_after(self, cutoff: datetime) -> int:
-        """The seq of the oldest event stamped at or after `cutoff` (past the newest: none is).
+    def _first_at_or_after(self, cutoff: datetime, newest: int) -> int:
+        """The seq of the oldest event stamped at or after `cutoff` (past `newest`, the log's
+        newest seq: none is).
 
         Events are stamped as their seqs are claimed (one writer, or one at a time under the
         sequence lock), so stamps rise with seqs (a wall clock stepped back blurs the boundary
         by that step) and the boundary is found by bisection on the primary key: no index on
         the stamps, which every streamed chunk would also write."""
         # Every event up to `lo` is older; the first from `hi` on is not (or there is none).
-        lo, hi = 0, self.last_seq() + 1
+        lo, hi = 0, newest + 1
         while hi - lo > 1:
             mid = (lo + hi) // 2
             row = self._conn.execute(_AT_OR_AFTER, {"s": mid}).first()

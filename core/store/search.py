@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, text
 
+from c2.core.protocol.chunks import SEARCH_KIND
 from c2.core.protocol.state import (
     PART_ADAPTER,
     Part,
@@ -63,7 +64,10 @@ SearchOp = (
     tuple[str, int, str, Part] | tuple[str, int, str, ChunkTexts] | tuple[str, None, None, None]
 )
 
-_CHUNK_KINDS: dict[type[object], str] = {TextPart: "text", ReasoningPart: "thought"}
+_CHUNK_KINDS: dict[type[object], str] = {
+    TextPart: SEARCH_KIND["text"],
+    ReasoningPart: SEARCH_KIND["reasoning"],
+}
 
 
 @dataclass
