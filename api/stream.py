@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -94,6 +95,7 @@ class EventStream:
         self._write: Callable[[bytes], bool] | None = None
         self._written = -write_interval  # loop time of the last write of events
         self._sent = 0.0  # loop time of the last write of anything (pings count)
+        self._clock: Callable[[], float] = time.monotonic  # the loop's clock, once live
 
     def write_directly(self, write: Callable[[bytes], bool]) -> None:
         """Once live, write each batch published while this stream waits idle straight to the
@@ -137,6 +139,9 @@ class EventStream:
         loop = asyncio.get_running_loop()
         self._sent = loop.time()  # the welcome or the replay just went out
         if self._write is not None:
+            # The loop's clock, kept: `_deliver` runs for every batch, and each
+            # asyncio.get_running_loop() there is a getpid() system call (CPython 3.11).
+            self._clock = loop.time
             sub.deliver = self._deliver
         while self.last >= 0:
             quiet = self._sent + self._ping - loop.time()  # until the next ping is due
@@ -168,7 +173,7 @@ class EventStream:
     def _deliver(self, events: list[CommittedEvent]) -> bool:
         """`sub.deliver`: write a batch published while the stream waits idle, now; False
         when its task must (the write interval has not passed, or the socket pushes back)."""
-        now = asyncio.get_running_loop().time()
+        now = self._clock()
         if self._write is None or now < self._written + self._write_interval:
             return False
         new = self._unsent(events)
@@ -212,6 +217,8 @@ class EventStream:
         """Those of `events` (in sequence order) not sent yet; a catch-up may have sent a
         prefix of them already. `events` itself when all are: its frames are joined once for
         every stream given the same batch (core/event_ring.py)."""
+        if events and events[0].seq > self.last:
+            return events  # the usual case, a live batch: nothing of it was sent
         cut = bisect_right(events, self.last, key=_seq)
         return events[cut:] if cut else events
 

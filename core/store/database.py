@@ -28,7 +28,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -53,6 +52,7 @@ from c2.core.store.ownership import claim_database, owner_label, reader_label
 from c2.core.store.parts import PartRepository
 from c2.core.store.search import SearchState, SearchWriter
 from c2.core.store.sessions import SessionRepository
+from c2.core.store.signal import Signal
 from c2.core.store.webhooks import record_deliveries
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,22 @@ STALL_SECONDS = 3.0
 COMMIT_INTERVAL = 0.005  # docs/decisions.md, "Performance at load, fourth slice"
 
 
+class _made_once(Generic[T]):  # noqa: N801 (used as a decorator, like cached_property)
+    """A repository made on first use and kept on the instance: `functools.cached_property`
+    without its lock (Python 3.11 takes an RLock on every first access, at ~3x the cost,
+    and a unit of work is made per write job and used by one thread)."""
+
+    def __init__(self, make: Callable[[Any], T]) -> None:
+        self._make = make
+        self._name = make.__name__
+        self.__doc__ = make.__doc__
+
+    def __get__(self, uow: Any, owner: Any = None) -> T:
+        # Not a data descriptor: once stored, the instance's own attribute is found first.
+        made = uow.__dict__[self._name] = self._make(uow)
+        return made
+
+
 class UnitOfWork:
     """Repositories bound to one open transaction. Events appended here publish after commit.
 
@@ -110,32 +126,32 @@ class UnitOfWork:
     # The repositories are made on first use: most jobs touch one or two of them, and a
     # unit of work is made per job (thousands a second under agent output).
 
-    @cached_property
+    @_made_once
     def search(self) -> SearchWriter:
         """The search index writer (queues into the batch's buffer when there is one)."""
         return SearchWriter(self.conn, self._buffer.search if self._buffer is not None else None)
 
-    @cached_property
+    @_made_once
     def sessions(self) -> SessionRepository:
         """Session rows."""
         return SessionRepository(self.conn, self.search)
 
-    @cached_property
+    @_made_once
     def parts(self) -> PartRepository:
         """Transcript rows."""
         return PartRepository(self.conn, self._part_seqs, self._buffer, self.search)
 
-    @cached_property
+    @_made_once
     def events(self) -> EventLog:
         """The durable event log."""
         return EventLog(self.conn)
 
-    @cached_property
+    @_made_once
     def idempotency(self) -> IdempotencyRepository:
         """Ops' first outcomes, by request_id."""
         return IdempotencyRepository(self.conn)
 
-    @cached_property
+    @_made_once
     def agent_processes(self) -> AgentProcessRepository:
         """The agent processes this store's server started."""
         return AgentProcessRepository(self.conn)
@@ -432,7 +448,7 @@ class Store:
         self._publish: Publisher | None = None
         self._closing = threading.Event()
         # Set by a job that must not wait for the commit interval (see _gather).
-        self._urgent = threading.Event()
+        self._urgent = Signal()
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
@@ -653,11 +669,14 @@ class Store:
                 conn = self._commit(conn, batch)
                 if stop:
                     return
-                if batch[-1].paced:
+                if batch[-1].paced and not self._jobs.empty():
                     # A stream of paced writes is under way: sleep out the interval here, not
                     # blocked on the queue. Its next job then neither wakes this thread (a
                     # futex wake paid by the loop at every interval's first job) nor is waited
-                    # for twice; a job that is not paced still ends the wait at once.
+                    # for twice; a job that is not paced still ends the wait at once. With
+                    # nothing queued (agents read on the pipes' tick: a tick's jobs all came
+                    # in one batch, the next come with the next tick) the rest would only add
+                    # a wake-up at its end, so the writer waits on the queue at once.
                     self._rest()
         finally:
             self._writer_running = False

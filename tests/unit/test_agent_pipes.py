@@ -125,6 +125,24 @@ async def test_a_pipe_quiet_for_a_while_goes_back_to_readiness(fds: tuple[int, i
     pipe.close()
 
 
+async def test_a_read_on_the_tick_starts_the_quiet_count_again(fds: tuple[int, int]) -> None:
+    """Quiet means QUIET_TICKS empty ticks in a row: a line just before the limit keeps the
+    pipe on the tick for QUIET_TICKS more (the ticker keeps its pipes oldest read first and
+    visits only those with data, so this is its bookkeeping, not a per-pipe count)."""
+    ticks, sink, pipe = await trickling(fds)
+    for _ in range(QUIET_TICKS - 1):
+        ticks.ticker.tick()
+    os.write(fds[1], b"b\n")
+    ticks.ticker.tick()  # the QUIET_TICKS-th tick reads it
+    assert sink.data == b"a\nb\n" and pipe.ticking
+    for _ in range(QUIET_TICKS - 1):
+        ticks.ticker.tick()
+    assert pipe.ticking
+    ticks.ticker.tick()
+    assert not pipe.ticking
+    pipe.close()
+
+
 @pytest.mark.parametrize("on_tick", [False, True])
 async def test_eof_reaches_the_sink_after_every_byte_and_closes_the_pipe(
     fds: tuple[int, int], on_tick: bool
