@@ -126,15 +126,41 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return roles
 
 
+def thread_wakes(pid: int) -> dict[str, int]:
+    """Voluntary context switches of `pid`'s threads by role (as thread_cpu): each is a sleep
+    and a wake-up, which on a shared 2-core VM cost 20-60 µs of CPU apiece and run the code
+    after them cold (docs/decisions.md, "fourteenth slice"). Steadier than CPU from hour to
+    hour: a count of work, not a time."""
+    roles: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        count = next(
+            int(line.split()[1])
+            for line in status.splitlines()
+            if line.startswith("voluntary_ctxt_switches")
+        )
+        role = "loop" if task.name == str(pid) else "other threads"
+        roles[role] = roles.get(role, 0) + count
+    return roles
+
+
 def thread_cpu_since(pid: int, before: dict[str, float]) -> dict[str, float]:
     """CPU seconds of `pid`'s threads (thread_cpu) since `before`, an earlier reading."""
     return {role: cpu - before.get(role, 0.0) for role, cpu in thread_cpu(pid).items()}
 
 
-def thread_shares(cpu: dict[str, float], seconds: float) -> str:
-    """`cpu` (thread_cpu_since) as shares of a core over `seconds`, busiest first."""
+def thread_shares(cpu: dict[str, float], seconds: float, wakes: dict[str, int]) -> str:
+    """`cpu` (thread_cpu_since) as shares of a core over `seconds`, busiest first, each with
+    its wake-ups a second (`wakes`: thread_wakes over the same window, if taken)."""
     busiest = sorted(cpu.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{role} {spent / seconds:.1%}" for role, spent in busiest)
+    return ", ".join(
+        f"{role} {spent / seconds:.1%}"
+        + (f" ({wakes[role] / seconds:,.0f} wake-ups/s)" if role in wakes else "")
+        for role, spent in busiest
+    )
 
 
 def rss_mib(pid: int) -> float:
@@ -371,6 +397,7 @@ class FleetResult:
     emitted_s: float = 0.0  # how long the agents took to emit their chunks (stamps)
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
+    wakes: dict[str, int] = field(default_factory=dict)  # its threads' wake-ups (thread_wakes)
     api_ms: list[float] = field(default_factory=list)  # GET /healthz round trips meanwhile
 
     def generator(self) -> str:
@@ -407,7 +434,7 @@ class FleetResult:
             f"server CPU {per_frame:6.1f} us/frame ({self.system_s / max(self.cpu_s, 1e-9):.0%} "
             f"system), {self.cpu_s / self.wall_s:5.1%} of a core, "
             f"RSS {self.rss_mib:.0f} MiB\n        server by thread: "
-            f"{thread_shares(self.threads_s, self.wall_s)}"
+            f"{thread_shares(self.threads_s, self.wall_s, self.wakes)}"
             f"\n        {self.generator()}"
             f"\n        {self.api()}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
@@ -474,7 +501,7 @@ async def fleet(
         result.idle_cpu = (cpu_seconds(pid) - idle0) / IDLE_SECONDS
         profiling = None if profile is None else Profile(pid, profile)
         (user0, system0), wall0 = cpu_split(pid), time.perf_counter()
-        threads0 = thread_cpu(pid)
+        threads0, wakes0 = thread_cpu(pid), thread_wakes(pid)
         agents0 = children_cpu(pid)
         probe = asyncio.create_task(probe_api(server, result.api_ms))
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
@@ -485,6 +512,7 @@ async def fleet(
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
         result.threads_s = thread_cpu_since(pid, threads0)
+        result.wakes = {role: n - wakes0.get(role, 0) for role, n in thread_wakes(pid).items()}
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
         result.emitted_s = seen.emitted_s
@@ -574,7 +602,7 @@ async def flat_out(
         await http.prompt(sid, f"/stamped {chunks}")
         seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
-        threads = thread_shares(thread_cpu_since(pid, threads0), elapsed)
+        threads = thread_shares(thread_cpu_since(pid, threads0), elapsed, {})
         user, system = cpu_split(pid)
         server_s = user + system - user0 - system0
         cores = (
