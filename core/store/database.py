@@ -449,6 +449,7 @@ class Store:
         self._closing = threading.Event()
         # Set by a job that must not wait for the commit interval (see _gather).
         self._urgent = Signal()
+        self._urged = False  # whether `_urgent` was set when the last batch was gathered
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
@@ -669,14 +670,14 @@ class Store:
                 conn = self._commit(conn, batch)
                 if stop:
                     return
-                if batch[-1].paced and not self._jobs.empty():
+                if batch[-1].paced and not (self._urged and self._jobs.empty()):
                     # A stream of paced writes is under way: sleep out the interval here, not
                     # blocked on the queue. Its next job then neither wakes this thread (a
                     # futex wake paid by the loop at every interval's first job) nor is waited
-                    # for twice; a job that is not paced still ends the wait at once. With
-                    # nothing queued (agents read on the pipes' tick: a tick's jobs all came
-                    # in one batch, the next come with the next tick) the rest would only add
-                    # a wake-up at its end, so the writer waits on the queue at once.
+                    # for twice; a job that is not paced still ends the wait at once. But a
+                    # batch that `commit_paced` asked for (agents read on the pipes' tick)
+                    # took all of that tick's jobs, and the next come with the next tick:
+                    # with nothing queued, the rest would only add a wake-up at its end.
                     self._rest()
         finally:
             self._writer_running = False
@@ -693,6 +694,7 @@ class Store:
             # this thread is a GIL hand-off with the event loop, and at one job per agent
             # chunk those hand-offs cost more than the commits (bench/fleet.py).
             self._rest()
+        self._urged = self._urgent.is_set()
         self._urgent.clear()
         batch: list[_Job[Any]] = [first]
         while len(batch) < MAX_GROUP:
