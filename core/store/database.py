@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError
@@ -94,7 +94,15 @@ class _made_once(Generic[T]):  # noqa: N801 (used as a decorator, like cached_pr
         self._name = make.__name__
         self.__doc__ = make.__doc__
 
-    def __get__(self, uow: Any, owner: Any = None) -> T:
+    @overload
+    def __get__(self, uow: None, owner: Any = None) -> _made_once[T]: ...
+
+    @overload
+    def __get__(self, uow: object, owner: Any = None) -> T: ...
+
+    def __get__(self, uow: object, owner: Any = None) -> T | _made_once[T]:
+        if uow is None:
+            return self  # looked up on the class (help(), inspect)
         # Not a data descriptor: once stored, the instance's own attribute is found first.
         made = uow.__dict__[self._name] = self._make(uow)
         return made
