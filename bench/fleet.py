@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -112,39 +113,46 @@ def nice_children(pid: int, niceness: int) -> None:
             os.setpriority(os.PRIO_PGRP, child, niceness)
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of `pid`'s threads: the event loop (the main thread) and the others (the
-    store's writer and readers above all; Python does not name threads for the kernel)."""
+def _by_role(pid: int, measure: Callable[[Path], float]) -> dict[str, float]:
+    """`measure` of each of `pid`'s threads (its /proc task folder), summed by role: the event
+    loop (the main thread) and the others (the store's writer and readers above all; Python
+    does not name threads for the kernel)."""
     roles: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            fields = _stat(task / "stat")
+            value = measure(task)
         except OSError:
             continue  # it ended meanwhile
         role = "loop" if task.name == str(pid) else "other threads"
-        roles[role] = roles.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+        roles[role] = roles.get(role, 0.0) + value
     return roles
 
 
-def thread_wakes(pid: int) -> dict[str, int]:
-    """Voluntary context switches of `pid`'s threads by role (as thread_cpu): each is a sleep
+def _task_cpu(task: Path) -> float:
+    fields = _stat(task / "stat")
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _task_wakes(task: Path) -> float:
+    status = (task / "status").read_text()
+    return next(
+        float(line.split()[1])
+        for line in status.splitlines()
+        if line.startswith("voluntary_ctxt_switches")
+    )
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads by role (`_by_role`)."""
+    return _by_role(pid, _task_cpu)
+
+
+def thread_wakes(pid: int) -> dict[str, float]:
+    """Voluntary context switches of `pid`'s threads by role (`_by_role`): each is a sleep
     and a wake-up, which on a shared 2-core VM cost 20-60 µs of CPU apiece and run the code
     after them cold (docs/decisions.md, "fourteenth slice"). Steadier than CPU from hour to
     hour: a count of work, not a time."""
-    roles: dict[str, int] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except OSError:
-            continue  # it ended meanwhile
-        count = next(
-            int(line.split()[1])
-            for line in status.splitlines()
-            if line.startswith("voluntary_ctxt_switches")
-        )
-        role = "loop" if task.name == str(pid) else "other threads"
-        roles[role] = roles.get(role, 0) + count
-    return roles
+    return _by_role(pid, _task_wakes)
 
 
 def thread_cpu_since(pid: int, before: dict[str, float]) -> dict[str, float]:
@@ -152,7 +160,7 @@ def thread_cpu_since(pid: int, before: dict[str, float]) -> dict[str, float]:
     return {role: cpu - before.get(role, 0.0) for role, cpu in thread_cpu(pid).items()}
 
 
-def thread_shares(cpu: dict[str, float], seconds: float, wakes: dict[str, int]) -> str:
+def thread_shares(cpu: dict[str, float], seconds: float, wakes: dict[str, float]) -> str:
     """`cpu` (thread_cpu_since) as shares of a core over `seconds`, busiest first, each with
     its wake-ups a second (`wakes`: thread_wakes over the same window, if taken)."""
     busiest = sorted(cpu.items(), key=lambda kv: -kv[1])
@@ -397,7 +405,7 @@ class FleetResult:
     emitted_s: float = 0.0  # how long the agents took to emit their chunks (stamps)
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
-    wakes: dict[str, int] = field(default_factory=dict)  # its threads' wake-ups (thread_wakes)
+    wakes: dict[str, float] = field(default_factory=dict)  # its threads' wake-ups (thread_wakes)
     api_ms: list[float] = field(default_factory=list)  # GET /healthz round trips meanwhile
 
     def generator(self) -> str:
@@ -512,7 +520,7 @@ async def fleet(
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
         result.threads_s = thread_cpu_since(pid, threads0)
-        result.wakes = {role: n - wakes0.get(role, 0) for role, n in thread_wakes(pid).items()}
+        result.wakes = {role: n - wakes0.get(role, 0.0) for role, n in thread_wakes(pid).items()}
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
         result.emitted_s = seen.emitted_s

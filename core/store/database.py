@@ -457,7 +457,6 @@ class Store:
         self._closing = threading.Event()
         # Set by a job that must not wait for the commit interval (see _gather).
         self._urgent = Signal()
-        self._urged = False  # whether `_urgent` was set when the last batch was gathered
         # Next transcript seq per session, owned by the writer thread (saves a MAX() per row).
         self._part_seqs: dict[str, int] = {}
         # The writer's search index states (core/store/search.py), dropped when a batch fails.
@@ -673,12 +672,12 @@ class Store:
                     continue
                 if first is None:
                     return
-                batch, stop = self._gather(first)
+                batch, stop, urged = self._gather(first)
                 self._last_commit = time.monotonic()
                 conn = self._commit(conn, batch)
                 if stop:
                     return
-                if batch[-1].paced and not (self._urged and self._jobs.empty()):
+                if batch[-1].paced and not (urged and self._jobs.empty()):
                     # A stream of paced writes is under way: sleep out the interval here, not
                     # blocked on the queue. Its next job then neither wakes this thread (a
                     # futex wake paid by the loop at every interval's first job) nor is waited
@@ -693,16 +692,17 @@ class Store:
                 with contextlib.suppress(Exception):
                     conn.close()
 
-    def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
-        """`first` and the jobs queued behind it, up to MAX_GROUP, and whether the store is
-        closing. A paced `first` waits until `commit_interval` after the last batch began,
-        unless a job that is not paced arrives meanwhile."""
+    def _gather(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool, bool]:
+        """`first` and the jobs queued behind it, up to MAX_GROUP; whether the store is
+        closing; whether `_urgent` was set (`commit_paced`, or a job that is not paced). A
+        paced `first` waits until `commit_interval` after the last batch began, unless a job
+        that is not paced arrives meanwhile."""
         if first.paced:
             # Sleep through the interval rather than wake for each paced job: every wake of
             # this thread is a GIL hand-off with the event loop, and at one job per agent
             # chunk those hand-offs cost more than the commits (bench/fleet.py).
             self._rest()
-        self._urged = self._urgent.is_set()
+        urged = self._urgent.is_set()
         self._urgent.clear()
         batch: list[_Job[Any]] = [first]
         while len(batch) < MAX_GROUP:
@@ -711,9 +711,9 @@ class Store:
             except queue.Empty:
                 break
             if nxt is None:
-                return batch, True
+                return batch, True, urged
             batch.append(nxt)
-        return batch, False
+        return batch, False, urged
 
     def _rest(self) -> None:
         """Wait until `commit_interval` after the last batch began, or until a job that is not
