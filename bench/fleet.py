@@ -12,12 +12,12 @@ a noisy machine, unlike latency) per delivered frame and as % of a core, its RSS
 `GET /healthz` took meanwhile (a probe with its own client every PROBE_INTERVAL: the loop that
 reads the agents answers requests too, so a loop held by their output shows there), and what a
 live session holds on c2's side (RSS growth per session after the first, each agent started and
-one prompt answered, before any stream opens). Before and
-after the fleet: the bare-reader ceiling (one agent flat out into a reader that only splits
-lines) beside c2 flat out with 10 clients (which only count, so they leave the cores to c2),
-as a ratio, with where the cores went; then a reader that also parses each chunk and records it
-as two rows in SQLite (the least a server that keeps every chunk does), to show how much of
-that ceiling any such server can reach.
+one prompt answered, before any stream opens). Before and after the fleet: the bare-reader
+ceiling (one agent flat out into a reader that only splits lines) beside c2 flat out with 10
+clients (which only count, so they leave the cores to c2), as a ratio, with where the cores
+went; then a reader that also parses each chunk and records it as two rows in SQLite (the least
+a server that keeps every chunk does), to show how much of that ceiling any such server can
+reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
 [--no-ceiling] [--flat-runs 3] [--profile FILE] [--nice-agents N]
