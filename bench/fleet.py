@@ -10,14 +10,14 @@ last quarter of the run: a growing backlog shows as the second far above the fir
 carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
 a noisy machine, unlike latency) per delivered frame and as % of a core, its RSS, and how long
 `GET /healthz` took meanwhile (a probe with its own client every PROBE_INTERVAL: the loop that
-reads the agents answers requests too, so a loop held by their output shows there), and what a
-live session holds on c2's side (RSS growth per session after the first, each agent started and
-one prompt answered, before any stream opens). Before and after the fleet: the bare-reader
-ceiling (one agent flat out into a reader that only splits lines) beside c2 flat out with 10
-clients (which only count, so they leave the cores to c2), as a ratio, with where the cores
-went; then a reader that also parses each chunk and records it as two rows in SQLite (the least
-a server that keeps every chunk does), to show how much of that ceiling any such server can
-reach.
+reads the agents answers requests too, so a loop held by their output shows there). First, what
+a live session holds on c2's side (RSS growth per session after the first, each agent started
+and one prompt answered, no stream open, on the fresh server). Before and after the fleet: the
+bare-reader ceiling (one agent flat out into a reader that only splits lines) beside c2 flat out
+with 10 clients (which only count, so they leave the cores to c2), as a ratio, with where the
+cores went; then a reader that also parses each chunk and records it as two rows in SQLite (the
+least a server that keeps every chunk does), to show how much of that ceiling any such server
+can reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
 [--no-ceiling] [--flat-runs 3] [--profile FILE] [--nice-agents N]
@@ -56,6 +56,7 @@ from tests.agents.scripted_agent import launch_spec
 from tests.e2e.harness import C2Process, Client
 
 TARGET_SESSION_KIB = 256  # issue 17: what a live session holds on c2's side
+SESSION_MEMORY_COUNT = 20  # live sessions measured for it (session_memory)
 TARGETS = (
     "targets (issue 17): 50x20/s and 20x100/s with 10+S clients: p99 < 25 ms, nothing lost, "
     "< 15 us server CPU per delivered frame; flat out with 10 clients >= 80% of the bare reader; "
@@ -408,7 +409,6 @@ class FleetResult:
     clients_cpu_s: float = 0.0  # the SSE client processes
     emitted_s: float = 0.0  # how long the agents took to emit their chunks (stamps)
     idle_cpu: float = 0.0  # the server's share of a core before the agents stream
-    session_kib: float | None = None  # c2's RSS growth per live session (live_session_kib)
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
     wakes: dict[str, float] = field(default_factory=dict)  # its threads' wake-ups (thread_wakes)
     api_ms: list[float] = field(default_factory=list)  # GET /healthz round trips meanwhile
@@ -450,20 +450,10 @@ class FleetResult:
             f"{thread_shares(self.threads_s, self.wall_s, self.wakes)}"
             f"\n        {self.generator()}"
             f"\n        {self.api()}"
-            f"{self.session_line()}"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
             f"server idle with the agents live and the streams open {self.idle_cpu:.1%}"
-        )
-
-    def session_line(self) -> str:
-        """c2's RSS growth per live session, beside its target (none for a fleet of one)."""
-        if self.session_kib is None:
-            return ""
-        return (
-            f"\n        c2 per live session (its agent running, one prompt answered, no stream"
-            f" open): RSS +{self.session_kib:.0f} KiB (target < {TARGET_SESSION_KIB} KiB)"
         )
 
 
@@ -484,6 +474,25 @@ async def live_sessions(http: Client, cwd: Path, count: int) -> list[str]:
         assert (await http.prompt(sid, "/blast 5")).status_code == 202
     await wait_idle(http, ids, 120)
     return ids
+
+
+async def session_memory(server: C2Process, cwd: Path, count: int) -> float:
+    """KiB of c2's RSS per live session (`count` of them, each agent running and one prompt
+    answered, no stream open), on a server that has done nothing else yet: a server that
+    streamed before reuses the memory it freed, and the growth would understate. The first
+    session pays what any first one does (imports, pools, caches), so it is not counted."""
+    assert server.proc is not None
+    http = Client(server)
+    try:
+        ids = await live_sessions(http, cwd, 1)
+        rss0 = rss_mib(server.proc.pid)
+        ids += await live_sessions(http, cwd, count)
+        kib = (rss_mib(server.proc.pid) - rss0) * 1024 / count
+        for sid in ids:
+            await http.http.delete(f"/v1/sessions/{sid}")
+    finally:
+        await http.aclose()
+    return kib
 
 
 async def wait_idle(http: Client, sessions: list[str], timeout: float) -> None:
@@ -515,13 +524,7 @@ async def fleet(
     http = Client(server)
     result = FleetResult(sessions, rate, seconds)
     try:
-        # The first session pays what any first session does (imports, pools, caches); the
-        # others are what a live session costs, measured before any stream opens.
-        ids = await live_sessions(http, cwd, 1)
-        rss0 = rss_mib(pid)
-        ids += await live_sessions(http, cwd, sessions - 1)
-        if sessions > 1:
-            result.session_kib = (rss_mib(pid) - rss0) * 1024 / (sessions - 1)
+        ids = await live_sessions(http, cwd, sessions)
         if nice_agents:
             nice_children(pid, nice_agents)
         chunks = int(rate * seconds)
@@ -715,6 +718,13 @@ async def main() -> None:
         server = C2Process(Path(tmp) / "home", env=env)
         server.start()
         try:
+            kib = await session_memory(server, cwd, SESSION_MEMORY_COUNT)
+            print(
+                f"c2 per live session ({SESSION_MEMORY_COUNT} sessions, each agent running and"
+                f" one prompt answered, no stream open): RSS +{kib:.0f} KiB"
+                f" (target < {TARGET_SESSION_KIB} KiB)",
+                flush=True,
+            )
             if not args.no_ceiling:
                 flat_report = await print_flat_out(server, cwd, args, flat_profile, Path(tmp))
             for size in sizes:
