@@ -7,17 +7,18 @@ streams are spread over worker processes that only scan strings (no JSON) for th
 
 Printed per fleet size: agent-line → client latency p50/p99/max (and the median of the first and
 last quarter of the run: a growing backlog shows as the second far above the first), chunks
-carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: stable on
-a noisy machine, unlike latency) per delivered frame and as % of a core, its RSS, and how long
-`GET /healthz` took meanwhile (a probe with its own client every PROBE_INTERVAL: the loop that
-reads the agents answers requests too, so a loop held by their output shows there). First, what
-a live session holds on c2's side (RSS growth per session after the first, each agent started
-and one prompt answered, no stream open, on the fresh server). Before and after the fleet: the
-bare-reader ceiling (one agent flat out into a reader that only splits lines) beside c2 flat out
-with 10 clients (which only count, so they leave the cores to c2), as a ratio, with where the
-cores went; then a reader that also parses each chunk and records it as two rows in SQLite (the
-least a server that keeps every chunk does), to show how much of that ceiling any such server
-can reach.
+carried vs offered and lost, the server's own CPU (rusage of the `c2 serve` process: steadier
+than latency, yet it moves with what waking cold code costs on a shared VM) per delivered frame
+and as % of a core, its RSS, how long `GET /healthz` took meanwhile (a probe with its own client
+every PROBE_INTERVAL: the loop that reads the agents answers requests too, so a loop held by
+their output shows there), and `bench.reference` over the same window in its own process (that
+cost of the machine, so a figure can be read beside it). First, what a live session holds on
+c2's side (RSS growth per session after the first, each agent started and one prompt answered,
+no stream open, on the fresh server). Before and after the fleet: the bare-reader ceiling (one
+agent flat out into a reader that only splits lines) beside c2 flat out with 10 clients (which
+only count, so they leave the cores to c2), as a ratio, with where the cores went; then a reader
+that also parses each chunk and records it as two rows in SQLite (the least a server that keeps
+every chunk does), to show how much of that ceiling any such server can reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
 [--no-ceiling] [--flat-runs 3] [--profile FILE] [--nice-agents N]
@@ -412,6 +413,7 @@ class FleetResult:
     threads_s: dict[str, float] = field(default_factory=dict)  # the server's CPU by thread
     wakes: dict[str, float] = field(default_factory=dict)  # its threads' wake-ups (thread_wakes)
     api_ms: list[float] = field(default_factory=list)  # GET /healthz round trips meanwhile
+    reference_us: float = 0.0  # bench.reference's median round meanwhile
 
     def generator(self) -> str:
         """Whether the agents kept their schedule: below ~95 % of the offered rate the load
@@ -450,6 +452,8 @@ class FleetResult:
             f"{thread_shares(self.threads_s, self.wall_s, self.wakes)}"
             f"\n        {self.generator()}"
             f"\n        {self.api()}"
+            f"\n        machine reference meanwhile (bench.reference: a thread woken every"
+            f" 10 ms for a commit of 10 rows): {self.reference_us:.0f} us of CPU a round"
             f"\n        machine ({os.cpu_count()} cores): server {self.cpu_s / self.wall_s:.0%}, "
             f"agents {self.agents_cpu_s / self.wall_s:.0%}, "
             f"clients {self.clients_cpu_s / self.wall_s:.0%} of a core; "
@@ -542,6 +546,7 @@ async def fleet(
         threads0, wakes0 = thread_cpu(pid), thread_wakes(pid)
         agents0 = children_cpu(pid)
         probe = asyncio.create_task(probe_api(server, result.api_ms))
+        reference = await machine_reference(seconds)
         await asyncio.gather(*(http.prompt(s, f"/blast {chunks} {rate}") for s in ids))
         seen = await asyncio.to_thread(collect, pool)
         probe.cancel()
@@ -559,6 +564,7 @@ async def fleet(
         if profiling is not None:
             await profiling.stop()
         result.rss_mib = rss_mib(pid)
+        result.reference_us = float((await reference.communicate())[0])
         result.offered = chunks * sessions * (clients + session_clients)
         result.delivered = sum(counts)
         result.lost = result.offered - result.delivered
@@ -572,6 +578,21 @@ async def fleet(
     finally:
         await http.aclose()
     return result
+
+
+async def machine_reference(seconds: float) -> asyncio.subprocess.Process:
+    """`bench.reference` over the next `seconds`, in its own process (the server's CPU per
+    frame moves with what a cold wake-up costs on this VM; this prints that cost for the
+    same window). Its stdout is the median round in µs."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.reference",
+        "--seconds",
+        str(seconds),
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+    )
 
 
 def p99(ordered: list[float]) -> float:

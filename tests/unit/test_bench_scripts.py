@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.profiling.pyspy import summarize
+from bench.reference import cold_rounds
 from bench.sse_reader import RawSse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,15 @@ def test_bench_script_imports_and_explains_itself(script: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout
+
+
+def test_the_machine_reference_takes_at_most_one_round_per_tick() -> None:
+    """bench.reference's rounds are paced: each waits out its interval before it commits (a
+    cold wake-up, as the store's writer has), so a window holds at most one round per tick,
+    and each round reports the CPU its commit took."""
+    rounds = cold_rounds(0.2, interval=0.02)
+    assert 1 <= len(rounds) <= 10
+    assert all(cpu > 0 for cpu in rounds)
 
 
 def _count(reads: list[bytes]) -> tuple[int, int]:
