@@ -7,8 +7,8 @@ does a fixed piece of such work for a while and prints its CPU per round, so a f
 read beside the state of the machine it was taken in. `bench.fleet` runs it beside each fleet
 run (its own process, so it shares neither the server's GIL nor the bench's).
 
-A round: a thread sleeps until the next 10 ms tick (a timed lock wait, as the store's writer
-waits), then commits ten ~100-byte rows over 50 keys to a SQLite file in WAL mode with
+A round: the thread waits 10 ms (a timed lock wait, as the store's writer waits for a tick's
+jobs), then commits ten ~100-byte rows over 50 keys to a SQLite file in WAL mode with
 `synchronous=NORMAL`, as the writer does for one tick at 50 x 20. The figure is the median
 of the rounds' thread CPU time: a fixed amount of work, so it moves only with the machine.
 
