@@ -53,6 +53,7 @@ from c2.core.store.parts import PartRepository
 from c2.core.store.search import SearchState, SearchWriter
 from c2.core.store.sessions import SessionRepository
 from c2.core.store.signal import Signal
+from c2.core.store.wal import SAFETY_NET_PAGES, WalCheckpoints
 from c2.core.store.webhooks import record_deliveries
 
 log = logging.getLogger(__name__)
@@ -359,6 +360,9 @@ def _make_engine(url: str, *, writer: bool, idle_in_transaction: float | None = 
             cur.execute("PRAGMA busy_timeout=30000")
             if writer:
                 cur.execute(f"PRAGMA cache_size=-{SQLITE_WRITER_CACHE_KIB}")
+                # The writer checkpoints between batches (core/store/wal.py); SQLite's own
+                # checkpoint inside a COMMIT is only the safety net.
+                cur.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
             cur.close()
 
         begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
@@ -466,6 +470,8 @@ class Store:
         self._fence: str | None = None
         self._failing: str | None = None  # why the last attempt to commit failed
         self._attempt_since: float | None = None  # monotonic start of the batch in progress
+        # SQLite: when the writer copies the WAL back, between batches (core/store/wal.py).
+        self._wal = WalCheckpoints() if self.dialect == "sqlite" else None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -677,6 +683,9 @@ class Store:
                 conn = self._commit(conn, batch)
                 if stop:
                     return
+                if self._wal is not None and conn is not None:
+                    # The batch is handed to the loop: its events do not wait for this.
+                    self._wal.run_if_due(conn.connection.driver_connection)
                 if batch[-1].paced and not (urged and self._jobs.empty()):
                     # A stream of paced writes is under way: sleep out the interval here, not
                     # blocked on the queue. Its next job then neither wakes this thread (a
@@ -807,6 +816,8 @@ class Store:
                     delay = min(delay * 2, RETRY_BACKOFF[1])
                     continue
                 self._recovered()
+                if self._wal is not None:
+                    self._wal.committed()
                 self._settle_committed(pending, seqs)
                 return conn
             return conn

@@ -59,6 +59,7 @@ from c2.core.store.devices import Device, DeviceRepository
 from c2.core.store.events import CommittedEvent
 from c2.core.store.faults import StepsLostError
 from c2.core.store.sessions import ActivityConflictError
+from c2.core.store.wal import SAFETY_NET_PAGES
 from tests.contract.pg import STORES, database_url_for
 
 
@@ -211,6 +212,38 @@ async def test_store_sqlite_writer_has_a_page_cache_of_its_own(store):
 
     assert await db.write(lambda uow: cache(uow.conn)) == -SQLITE_WRITER_CACHE_KIB
     assert await db.read(lambda r: cache(r.conn)) == -2000
+
+
+async def test_store_sqlite_checkpoints_between_batches_not_in_a_commit(store):
+    """On SQLite a COMMIT does not copy the WAL back into the database file: SQLite's own
+    checkpoint is only a safety net at SAFETY_NET_PAGES, and the writer checkpoints after it
+    has handed a batch on (core/store/wal.py). What it commits reaches the database file all
+    the same, and the WAL starts over instead of growing."""
+    db, _published = store
+    if db.dialect != "sqlite":
+        pytest.skip("SQLite's WAL")
+
+    def threshold(uow: UnitOfWork) -> int:
+        return int(uow.conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one())
+
+    def ballast(uow: UnitOfWork) -> None:
+        uow.conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS ballast (b BLOB)")
+        uow.conn.exec_driver_sql("INSERT INTO ballast VALUES (randomblob(200000))")
+
+    assert await db.write(threshold) == SAFETY_NET_PAGES
+    file = Path(db.url.removeprefix("sqlite:///"))
+    wal = file.with_name(file.name + "-wal")
+    before = file.stat().st_size
+    deadline = asyncio.get_running_loop().time() + 30
+    # ~50 pages a write, far below the safety net: only the writer's own checkpoints copy them.
+    while file.stat().st_size < before + 1_000_000:
+        assert asyncio.get_running_loop().time() < deadline, "the WAL was never checkpointed"
+        await db.write(ballast)
+        await asyncio.sleep(0.05)
+    for _ in range(40):  # ~8 MB more, ~1 MB a checkpoint interval: a WAL that never started
+        await db.write(ballast)  # over would hold all of it
+        await asyncio.sleep(0.05)
+    assert wal.stat().st_size < 6_000_000
 
 
 async def test_store_event_log_after_filters_and_pages(store):
