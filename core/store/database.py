@@ -816,8 +816,6 @@ class Store:
                     delay = min(delay * 2, RETRY_BACKOFF[1])
                     continue
                 self._recovered()
-                if self._wal is not None:
-                    self._wal.committed()
                 self._settle_committed(pending, seqs)
                 return conn
             return conn
@@ -904,6 +902,9 @@ class Store:
         self._dispatch(jobs)
 
     def _settle_committed(self, jobs: list[_Job[Any]], seqs: list[int]) -> None:
+        # Every committed batch settles here, one whose COMMIT was found to have landed too.
+        if self._wal is not None:
+            self._wal.committed()
         for job in jobs:
             assert job.uow is not None
             job.uow.settle(seqs)
