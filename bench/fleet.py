@@ -161,13 +161,13 @@ def thread_wakes(pid: int) -> dict[str, float]:
     return _by_role(pid, _task_wakes)
 
 
-def thread_cpu_since(pid: int, before: dict[str, float]) -> dict[str, float]:
-    """CPU seconds of `pid`'s threads (thread_cpu) since `before`, an earlier reading."""
-    return {role: cpu - before.get(role, 0.0) for role, cpu in thread_cpu(pid).items()}
+def since(now: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """A by-role reading (thread_cpu, thread_wakes) less an earlier one of the same kind."""
+    return {role: value - before.get(role, 0.0) for role, value in now.items()}
 
 
 def thread_shares(cpu: dict[str, float], seconds: float, wakes: dict[str, float]) -> str:
-    """`cpu` (thread_cpu_since) as shares of a core over `seconds`, busiest first, each with
+    """`cpu` (a `since` of thread_cpu) as shares of a core over `seconds`, busiest first, each with
     its wake-ups a second (`wakes`: thread_wakes over the same window, if taken)."""
     busiest = sorted(cpu.items(), key=lambda kv: -kv[1])
     return ", ".join(
@@ -554,8 +554,8 @@ async def fleet(
             await probe  # a probe that failed (the server gone) fails the run here
         latencies, counts, result.incomplete = seen.latencies_ms, seen.counts, seen.incomplete
         user, system = cpu_split(pid)
-        result.threads_s = thread_cpu_since(pid, threads0)
-        result.wakes = {role: n - wakes0.get(role, 0.0) for role, n in thread_wakes(pid).items()}
+        result.threads_s = since(thread_cpu(pid), threads0)
+        result.wakes = since(thread_wakes(pid), wakes0)
         result.agents_cpu_s = children_cpu(pid) - agents0
         result.clients_cpu_s = seen.cpu_s
         result.emitted_s = seen.emitted_s
@@ -661,7 +661,7 @@ async def flat_out(
         await http.prompt(sid, f"/stamped {chunks}")
         seen = await asyncio.to_thread(collect, pool)
         elapsed = time.perf_counter() - started
-        threads = thread_shares(thread_cpu_since(pid, threads0), elapsed, {})
+        threads = thread_shares(since(thread_cpu(pid), threads0), elapsed, {})
         user, system = cpu_split(pid)
         server_s = user + system - user0 - system0
         cores = (
