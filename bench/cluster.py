@@ -138,11 +138,7 @@ async def main_async(args: argparse.Namespace) -> None:
     url = args.database_url or os.environ.get("C2_TEST_DATABASE_URL")
     if not url:
         sys.exit("bench.cluster needs --database-url or C2_TEST_DATABASE_URL (PostgreSQL)")
-    os.environ["C2_TEST_DATABASE_URL"] = url
-    import tests.contract.pg as pg
-
-    pg.PG_URL = url
-    with tempfile.TemporaryDirectory() as tmp, pg_schema_url("c2_bench") as schema_url:
+    with tempfile.TemporaryDirectory() as tmp, pg_schema_url("c2_bench", url) as schema_url:
         root = Path(tmp)
         workdir = root / "work"
         workdir.mkdir()

@@ -21,7 +21,10 @@ that also parses each chunk and records it as two rows in SQLite (the least a se
 every chunk does), to show how much of that ceiling any such server can reach.
 
 Run: .venv/bin/python -m bench.fleet [--sessions 20,50] [--rate 100] [--seconds 20]
-[--no-ceiling] [--flat-runs 3] [--profile FILE] [--nice-agents N]
+[--no-ceiling] [--flat-runs 3] [--profile FILE] [--nice-agents N] [--database-url URL]
+
+c2 stores on SQLite in its home unless `--database-url` names a PostgreSQL: the run then uses a
+fresh schema of it, dropped afterwards.
 
 Where the S agents need more of the cores than the machine has to spare, c2's threads wait for a
 core behind them; `--nice-agents N` runs the agents at that niceness, so such a run measures
@@ -42,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -54,6 +57,7 @@ from bench.sse_reader import RawSse
 from bench.writer import FloorRow, floor_db, floor_row, insert_chunks
 from c2.core.store.database import COMMIT_INTERVAL
 from tests.agents.scripted_agent import launch_spec
+from tests.contract.pg import pg_schema_url
 from tests.e2e.harness import C2Process, Client
 
 TARGET_SESSION_KIB = 256  # issue 17: what a live session holds on c2's side
@@ -719,16 +723,24 @@ async def main() -> None:
         "collector timings, yappi with C2_BENCH_PROFILER=yappi, or py-spy from outside with "
         "C2_BENCH_PROFILER=py-spy); FILE holds the fleet run's (py-spy: FILE.flat-out the other)",
     )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="run c2 on this PostgreSQL (in a fresh schema, dropped afterwards) instead of "
+        "SQLite in its home",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sessions.split(",")]
     print(TARGETS)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, database(args.database_url) as url:
         cwd = Path(tmp) / "project"
         cwd.mkdir()
         env = {
             "C2_MAX_LIVE_AGENTS": str(max(sizes) + 8),
             "C2_MAX_STREAMS_PER_DEVICE": str(max(sizes) + args.clients + 8),
         }
+        if url is not None:
+            env["C2_DATABASE_URL"] = url
         profile = Path(args.profile).resolve() if args.profile else None
         # The profilers inside the server write one report (FILE), py-spy any number.
         flat_profile = Path(f"{profile}.flat-out") if profile and OUTSIDE_PROFILER else profile
@@ -768,6 +780,17 @@ async def main() -> None:
         print(f"-- c2 flat out --\n{flat_report}-- the fleet run --")
     if profile is not None:
         print_profile(profile)
+
+
+@contextlib.contextmanager
+def database(url: str | None) -> Iterator[str | None]:
+    """`url` (PostgreSQL) narrowed to a fresh schema for the run, or None: SQLite in c2's home."""
+    if url is None:
+        yield None
+        return
+    with pg_schema_url("c2_fleet", url) as schema_url:
+        print(f"store: PostgreSQL ({url.rsplit('@', 1)[-1]}, a fresh schema)", flush=True)
+        yield schema_url
 
 
 async def print_flat_out(

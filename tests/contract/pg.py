@@ -32,17 +32,19 @@ STORES = [
 
 
 @contextmanager
-def pg_schema_url(prefix: str) -> Iterator[str]:
-    """A C2_TEST_DATABASE_URL whose search_path is a fresh schema, dropped afterwards."""
-    assert PG_URL is not None
+def pg_schema_url(prefix: str, base: str | None = None) -> Iterator[str]:
+    """`base` (C2_TEST_DATABASE_URL unless given) with its search_path set to a fresh schema,
+    dropped afterwards."""
+    base = base or PG_URL
+    assert base is not None
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     # pre-ping: a test may have restarted the cluster under the pooled connection
-    admin = create_engine(PG_URL, pool_pre_ping=True)
+    admin = create_engine(base, pool_pre_ping=True)
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in PG_URL else "?"
+    separator = "&" if "?" in base else "?"
     try:
-        yield f"{PG_URL}{separator}options={quote(f'-csearch_path={schema}')}"
+        yield f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
     finally:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
