@@ -12,19 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection
 
 from c2.core.protocol.events import Event
 from c2.core.session import utcnow
 from c2.core.store.search import SearchOp, SearchState, index_ops
-from c2.core.store.tables import EventRow, PartRow
 from c2.core.store.webhooks import record_deliveries
-
-_EVENTS = EventRow.__table__  # type: ignore[attr-defined]
-_PARTS = PartRow.__table__  # type: ignore[attr-defined]
-_INSERT_EVENTS = insert(_EVENTS)
-_INSERT_PARTS = insert(_PARTS)
-
 
 # SQLAlchemy's SQLite DATETIME storage format, so rows written here read back like any other.
 # (Public for bench/writer.py, which times these same statements without the writer.)
@@ -32,6 +25,23 @@ SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
 SQLITE_INSERT_PARTS = "INSERT INTO parts (session_id, seq, role, part_json) VALUES (?, ?, ?, ?)"
 SQLITE_INSERT_EVENTS = (
     "INSERT INTO events (seq, session_id, payload, created_at) VALUES (?, ?, ?, ?)"
+)
+
+# PostgreSQL: a batch's rows of a table in one statement, as one array per column. psycopg's
+# executemany sends each row as a message of its own (a send and two polls, each releasing and
+# taking back the GIL the event loop needs): at 50 agents streaming that was ~1,650 sends a second
+# and 1,000 wake-ups of the writer. The arrays go in psycopg's binary format (`%b`): as text,
+# every element is escaped by a regex in Python, which cost about as much as executemany
+# (docs/decisions.md, "nineteenth sitting"). Psycopg is the one PostgreSQL driver c2 takes
+# (api/settings.py).
+PG_INSERT_PARTS = (
+    "INSERT INTO parts (session_id, seq, role, part_json) "
+    "SELECT * FROM unnest(%b::varchar[], %b::bigint[], %b::varchar[], %b::text[])"
+)
+PG_INSERT_EVENTS = (
+    "INSERT INTO events (seq, session_id, payload, created_at) "
+    "SELECT seq, sid, payload, %s FROM unnest(%b::bigint[], %b::varchar[], %b::text[]) "
+    "AS batch(seq, sid, payload)"
 )
 
 PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
@@ -78,30 +88,19 @@ class WriteBuffer:
             self._flush_sqlite(conn, seqs, now)
             index_ops(conn, self.search, self.search_cache)
         else:
-            self._flush_core(conn, seqs, now)
+            self._flush_postgres(conn, seqs, now)
         if self.notify:
             record_deliveries(conn, [(seqs[i], ev) for i, ev in self.notify])
         return seqs
 
-    def _flush_core(self, conn: Connection, seqs: list[int], now: datetime) -> None:
+    def _flush_postgres(self, conn: Connection, seqs: list[int], now: datetime) -> None:
         if self.parts:
-            conn.execute(
-                _INSERT_PARTS,
-                [
-                    {"session_id": sid, "seq": seq, "role": role, "part_json": part}
-                    for sid, seq, role, part in self.parts
-                ],
-            )
+            conn.exec_driver_sql(PG_INSERT_PARTS, tuple(map(list, zip(*self.parts, strict=True))))
         # After the rows it reads back, in this transaction.
         index_ops(conn, self.search, self.search_cache)
         if self.events:
-            conn.execute(
-                _INSERT_EVENTS,
-                [
-                    {"seq": seq, "session_id": sid, "payload": payload, "created_at": now}
-                    for seq, (sid, payload) in zip(seqs, self.events, strict=True)
-                ],
-            )
+            sids, payloads = zip(*self.events, strict=True)
+            conn.exec_driver_sql(PG_INSERT_EVENTS, (now, seqs, list(sids), list(payloads)))
 
     def _flush_sqlite(self, conn: Connection, seqs: list[int], now: datetime) -> None:
         # At one transcript row and one event per agent chunk, SQLAlchemy's per-row parameter

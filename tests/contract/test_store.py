@@ -635,6 +635,48 @@ async def test_store_transcript_rows_and_events_batch_consistently(store):
     assert [ev.seq for ev in published] == sorted(ev.seq for ev in published)
 
 
+# Text that a store's bulk insert must carry as it is: what quoting, array literals (NULL,
+# braces, commas, quotes, backslashes) or an encoding could change on the way.
+AWKWARD_TEXTS = [
+    'say "hi"',
+    "back\\slash \\\\ and \\u0000 spelled out",
+    "NULL",
+    "{a,b}",
+    "comma, {brace} and 'single'",
+    "line\nbreak\ttab",
+    "é ñ 中文 😀 \U0001f9ea",
+    "",
+    " ",
+    "x" * 5000,
+]
+
+
+async def test_store_batch_rows_land_as_written_whatever_their_text(store):
+    """One group commit of transcript rows and events, texts that any quoting could alter and an
+    event of no session among them: read back, each is exactly what was written."""
+    db, published = store
+
+    def write(uow: UnitOfWork) -> None:
+        for i, body in enumerate(AWKWARD_TEXTS):
+            session = f"s{i % 3}"
+            seq = uow.parts.append(session, "agent", TextPart(text=body))
+            uow.emit(AgentText(session=session, message_id="m", text=body, transcript_seq=seq))
+        uow.emit(ErrorEvent(session=None, message=AWKWARD_TEXTS[0], terminal=False))
+
+    await db.write(write)
+    rows = {s: await db.read(lambda r, s=s: r.parts.range(s, 0, 100)) for s in ("s0", "s1", "s2")}
+    assert [row.part.text for i in range(3) for row in rows[f"s{i}"]] == [
+        body for i in range(3) for body in AWKWARD_TEXTS[i::3]
+    ]
+    stored = await db.read(lambda r: r.events.after(0, limit=100))
+    assert [(ev.seq, ev.session, ev.payload) for ev in stored] == [
+        (ev.seq, ev.session, ev.payload) for ev in published
+    ]
+    decoded = [json.loads(ev.payload) for ev in stored]
+    assert [e["text"] for e in decoded[:-1]] == AWKWARD_TEXTS
+    assert stored[-1].session is None and decoded[-1]["message"] == AWKWARD_TEXTS[0]
+
+
 def test_store_device_scopes_migration_keeps_full_scopes(database_url: str):
     """Devices and unredeemed pairing tokens from before 0005_device_scopes keep all four
     scopes."""
