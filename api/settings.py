@@ -12,9 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
 from c2.core.cluster.membership import DEFAULT_LEASE_SECONDS
 from c2.core.home import sqlite_url
 
@@ -102,7 +99,7 @@ class Settings:
         lease = env.get("C2_CLUSTER_LEASE_SECONDS")
         return cls(
             home=resolved,
-            database_url=database_url(env.get("C2_DATABASE_URL"), resolved),
+            database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
             host=host,
             port=port,
             allow_hosts=tuple(allow_hosts),
@@ -137,29 +134,6 @@ class Settings:
             cluster_lease_seconds=max(0.5, float(lease)) if lease else DEFAULT_LEASE_SECONDS,
             cluster_secret=env.get("C2_CLUSTER_SECRET", ""),
         )
-
-
-# The databases c2 stores on, as (SQLAlchemy backend, driver). The store's bulk inserts are each
-# driver's own (core/store/buffer.py), and PostgreSQL's full-text search and locks are its own.
-STORE_DRIVERS = (("sqlite", "pysqlite"), ("postgresql", "psycopg"))
-
-
-def database_url(value: str | None, home: Path) -> str:
-    """`$C2_DATABASE_URL` (`value`), or the home's SQLite file without one. ValueError, one line
-    that does not repeat the URL (it may hold a password), for a database c2 cannot store on."""
-    if not value:
-        return sqlite_url(home)
-    try:
-        url = make_url(value)
-        kind = (url.get_backend_name(), url.get_driver_name())
-    except ArgumentError:  # not a URL, or a backend SQLAlchemy does not know
-        kind = None
-    if kind not in STORE_DRIVERS:
-        raise ValueError(
-            "C2_DATABASE_URL must name SQLite (sqlite:///PATH) or PostgreSQL through psycopg "
-            "(postgresql+psycopg://USER@HOST/DB)"
-        )
-    return value
 
 
 def proxy_networks(values: Sequence[str]) -> tuple[str, ...]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, insert
 
 from c2.core.protocol.events import Event
 from c2.core.session import utcnow
 from c2.core.store.search import SearchOp, SearchState, index_ops
+from c2.core.store.tables import EventRow, PartRow
 from c2.core.store.webhooks import record_deliveries
 
 # SQLAlchemy's SQLite DATETIME storage format, so rows written here read back like any other.
@@ -32,8 +33,9 @@ SQLITE_INSERT_EVENTS = (
 # taking back the GIL the event loop needs): at 50 agents streaming that was ~1,650 sends a second
 # and 1,000 wake-ups of the writer. The arrays go in psycopg's binary format (`%b`): as text,
 # every element is escaped by a regex in Python, which cost about as much as executemany
-# (docs/decisions.md, "nineteenth sitting"). Psycopg is the one PostgreSQL driver c2 takes
-# (api/settings.py).
+# (docs/decisions.md, "nineteenth sitting"). `%b` is psycopg's own (the driver c2 installs);
+# any other driver gets SQLAlchemy's generic executemany.
+BULK_DRIVERS = frozenset({"psycopg"})
 PG_INSERT_PARTS = (
     "INSERT INTO parts (session_id, seq, role, part_json) "
     "SELECT * FROM unnest(%b::varchar[], %b::bigint[], %b::varchar[], %b::text[])"
@@ -43,6 +45,9 @@ PG_INSERT_EVENTS = (
     "SELECT seq, sid, payload, %s FROM unnest(%b::bigint[], %b::varchar[], %b::text[]) "
     "AS batch(seq, sid, payload)"
 )
+
+_INSERT_PARTS = insert(PartRow.__table__)  # type: ignore[attr-defined]
+_INSERT_EVENTS = insert(EventRow.__table__)  # type: ignore[attr-defined]
 
 PartRowValues = tuple[str, int, str, str]  # session_id, seq, role, part_json
 
@@ -88,19 +93,40 @@ class WriteBuffer:
             self._flush_sqlite(conn, seqs, now)
             index_ops(conn, self.search, self.search_cache)
         else:
-            self._flush_postgres(conn, seqs, now)
+            self._flush_core(conn, seqs, now)
         if self.notify:
             record_deliveries(conn, [(seqs[i], ev) for i, ev in self.notify])
         return seqs
 
-    def _flush_postgres(self, conn: Connection, seqs: list[int], now: datetime) -> None:
+    def _flush_core(self, conn: Connection, seqs: list[int], now: datetime) -> None:
+        bulk = conn.dialect.driver in BULK_DRIVERS
         if self.parts:
-            conn.exec_driver_sql(PG_INSERT_PARTS, tuple(map(list, zip(*self.parts, strict=True))))
+            if bulk:
+                conn.exec_driver_sql(
+                    PG_INSERT_PARTS, tuple(map(list, zip(*self.parts, strict=True)))
+                )
+            else:
+                conn.execute(
+                    _INSERT_PARTS,
+                    [
+                        {"session_id": sid, "seq": seq, "role": role, "part_json": part}
+                        for sid, seq, role, part in self.parts
+                    ],
+                )
         # After the rows it reads back, in this transaction.
         index_ops(conn, self.search, self.search_cache)
         if self.events:
-            sids, payloads = zip(*self.events, strict=True)
-            conn.exec_driver_sql(PG_INSERT_EVENTS, (now, seqs, list(sids), list(payloads)))
+            if bulk:
+                sids, payloads = zip(*self.events, strict=True)
+                conn.exec_driver_sql(PG_INSERT_EVENTS, (now, seqs, list(sids), list(payloads)))
+            else:
+                conn.execute(
+                    _INSERT_EVENTS,
+                    [
+                        {"seq": seq, "session_id": sid, "payload": payload, "created_at": now}
+                        for seq, (sid, payload) in zip(seqs, self.events, strict=True)
+                    ],
+                )
 
     def _flush_sqlite(self, conn: Connection, seqs: list[int], now: datetime) -> None:
         # At one transcript row and one event per agent chunk, SQLAlchemy's per-row parameter

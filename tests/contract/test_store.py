@@ -47,6 +47,7 @@ from c2.core.protocol.values import (
 from c2.core.scopes import ALL_SCOPES, Scope
 from c2.core.session import SessionRecord, utcnow
 from c2.core.session_list import SessionPage, decode_cursor, read_session_page
+from c2.core.store import buffer
 from c2.core.store.database import (
     HEAD_REVISION,
     MIGRATIONS,
@@ -651,10 +652,16 @@ AWKWARD_TEXTS = [
 ]
 
 
-async def test_store_batch_rows_land_as_written_whatever_their_text(store):
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "generic"])
+async def test_store_batch_rows_land_as_written_whatever_their_text(
+    store, bulk: bool, monkeypatch: pytest.MonkeyPatch
+):
     """One group commit of transcript rows and events, texts that any quoting could alter and an
-    event of no session among them: read back, each is exactly what was written."""
+    event of no session among them: read back, each is exactly what was written. On PostgreSQL
+    both through psycopg's arrays and through the generic executemany of other drivers."""
     db, published = store
+    if not bulk:
+        monkeypatch.setattr(buffer, "BULK_DRIVERS", frozenset())
 
     def write(uow: UnitOfWork) -> None:
         for i, body in enumerate(AWKWARD_TEXTS):
