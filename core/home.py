@@ -72,7 +72,7 @@ def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLo
             "--cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"
         )
     claim = open_home(home, create_database=database_url == sqlite_url(home))
-    store = Store(database_url, exclusive=True, cluster=cluster)
+    store = _open_store(database_url, exclusive=True, cluster=cluster)
     try:
         store.start()
         store.migrate()
@@ -85,6 +85,20 @@ def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLo
     return claim
 
 
+def _open_store(database_url: str, *, exclusive: bool = False, cluster: bool = False) -> Store:
+    """`Store(database_url, ...)`; a URL SQLAlchemy cannot parse or has no dialect for, or
+    whose driver is not installed, is a StartupError (one line, not the URL: it may hold a
+    password)."""
+    try:
+        return Store(database_url, exclusive=exclusive, cluster=cluster)
+    except (SQLAlchemyError, ImportError) as exc:
+        missing = " (its driver is not installed)" if isinstance(exc, ImportError) else ""
+        raise StartupError(
+            f"cannot open the database{missing}: {describe(exc)}; C2_DATABASE_URL takes "
+            "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+        ) from None
+
+
 def _offline_store(home: Path, database_url: str) -> Store:
     """The home's store, migrated, for a one-shot command next to a running server (no claim
     on the home); an unusable home or database is a StartupError."""
@@ -92,7 +106,7 @@ def _offline_store(home: Path, database_url: str) -> Store:
         prepare_home(home, create_database=database_url == sqlite_url(home))
     except OSError as exc:
         raise StartupError(f"cannot use home {home}: {exc.strerror or exc}") from None
-    store = Store(database_url)
+    store = _open_store(database_url)
     try:
         store.migrate()
     except (SQLAlchemyError, OSError) as exc:

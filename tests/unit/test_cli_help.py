@@ -103,3 +103,24 @@ def test_cli_serve_refuses_a_trusted_proxy_that_is_no_address(
     monkeypatch.setenv("C2_TRUSTED_PROXIES", "10.0.0.0/33")
     assert main(["serve", "--home", str(tmp_path), "--port", "0"]) == 2
     assert "'10.0.0.0/33'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://c2:secret@db/c2",  # a backend whose driver is not installed
+        "postgresql+psycopg2://c2:secret@db/c2",
+        "postgres://c2:secret@db/c2",  # no such dialect
+        "not a url secret",
+    ],
+)
+def test_cli_serve_refuses_a_database_url_it_cannot_open_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, url: str
+):
+    """A `$C2_DATABASE_URL` c2 cannot open stops `c2 serve` with one line that says what it
+    takes, and never echoes the URL (it may hold a password)."""
+    monkeypatch.setenv("C2_DATABASE_URL", url)
+    assert main(["serve", "--home", str(tmp_path), "--port", "0"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("c2: cannot open the database") and len(err.splitlines()) == 1, err
+    assert "postgresql+psycopg://" in err and "secret" not in err
