@@ -289,6 +289,39 @@ def test_notifications_subscribe_show_and_withdraw(
         assert browser_api.get("/v1/push-subscriptions").json()["subscriptions"] == []
 
 
+def test_notifications_say_when_c2_cannot_list_the_subscription(
+    push_context: BrowserContext, c2: C2Process
+):
+    """A browser that holds a subscription asks c2 whether it still lists it; when that request
+    fails, the Devices page says so instead of quietly offering to enable notifications."""
+    page = push_context.new_page()
+    page.add_init_script("localStorage.setItem('c2.push-subscription', 'held-by-this-browser')")
+    page.route(
+        "**/v1/push-subscriptions",
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/problem+json",
+            body=json.dumps(
+                {
+                    "type": "about:blank",
+                    "title": "Unavailable",
+                    "status": 503,
+                    "detail": "the store is down",
+                }
+            ),
+        ),
+    )
+    page.goto(c2.base_url + "/#/devices")
+    notifications = page.get_by_role("region", name="Notifications")
+    expect(notifications.get_by_role("alert")).to_be_visible()
+    expect(notifications.get_by_role("button", name="Enable notifications")).to_be_enabled()
+    # Once c2 answers, the page says what it lists (not this subscription): off, no error.
+    page.unroute("**/v1/push-subscriptions")
+    page.reload()
+    expect(notifications.get_by_role("button", name="Enable notifications")).to_be_enabled()
+    expect(notifications.get_by_role("alert")).to_have_count(0)
+
+
 def test_service_worker_is_served_same_origin_without_inline_script(c2: C2Process):
     with httpx.Client(base_url=c2.base_url, timeout=30) as client:
         resp = client.get("/sw.js")

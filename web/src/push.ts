@@ -30,12 +30,14 @@ function keyBytes(base64url: string): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
-/** Whether this browser holds a subscription c2 still lists. */
-export async function notificationsEnabled(): Promise<boolean> {
+/** Whether this browser holds a subscription c2 still lists, or an error sentence when c2 could
+ * not say (shown, not read as "off": the subscription may well be there). */
+export async function notificationsEnabled(): Promise<boolean | string> {
   const id = localStorage.getItem(SUBSCRIPTION_KEY);
   if (id === null) return false;
   const listed = await listPushSubscriptions();
-  return listed.data?.subscriptions.some((s) => s.id === id) ?? false;
+  if (listed.data === undefined) return problemMessage(listed.error);
+  return listed.data.subscriptions.some((s) => s.id === id);
 }
 
 /** Ask permission, subscribe with the VAPID key, give c2 the subscription. Returns an error

@@ -18,15 +18,21 @@ function Notifications() {
   const [enabled, setEnabled] = useState<boolean | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  // What c2 lists for this browser; a failed look is shown as an error, and the button offers
+  // to enable (enabling again is idempotent: the same endpoint replaces its keys).
+  const refresh = async (failed: string | null) => {
+    const state = await notificationsEnabled();
+    setError(failed ?? (typeof state === "string" ? state : null));
+    setEnabled(state === true);
+  };
   useEffect(() => {
-    void notificationsEnabled().then(setEnabled);
+    void refresh(null);
   }, []);
   const change = async (on: boolean) => {
     setBusy(true);
     const failed = on ? await enableNotifications() : await disableNotifications();
     setBusy(false);
-    setError(failed);
-    setEnabled(await notificationsEnabled());
+    await refresh(failed);
   };
   return (
     <section class="notifications" aria-label="Notifications">
