@@ -16,7 +16,7 @@ import base64
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,31 @@ FAKE_SUBSCRIBE = """
 """
 
 
+def _expect_notifications_switch(page: Page, name: str) -> None:
+    """Wait for the Notifications button to read `name`; a failure says what the section
+    showed instead (an error sentence, or a button still busy)."""
+    try:
+        expect(page.get_by_role("button", name=name)).to_be_visible()
+    except AssertionError as missing:
+        section = page.get_by_role("region", name="Notifications")
+        raise AssertionError(
+            f"the Notifications section shows {section.inner_html()!r}"
+        ) from missing
+
+
+def _delivered(deliver: Callable[[], None], shown: Callable[[], Any], what: str) -> Any:
+    """Deliver a push to the worker and wait until the page sees its effect. DevTools hands a
+    push to the worker once; one that shows nothing within 5 s (about one run in twenty, the
+    browser dropping it for a reason not found) is delivered once more, as a push service
+    retries an unacknowledged message. The message is idempotent (one notification per tag)."""
+    deliver()
+    try:
+        return until(shown, what, timeout=5)
+    except AssertionError:
+        deliver()
+        return until(shown, what)
+
+
 def _registration_id(cdp: CDPSession, page: Page) -> str:
     registrations: list[dict[str, Any]] = []
     cdp.on(
@@ -227,7 +252,7 @@ def test_notifications_subscribe_show_and_withdraw(
     page.add_init_script(FAKE_SUBSCRIBE % json.dumps(subscriber.to_json()))
     page.goto(c2.base_url + "/#/devices")
     page.get_by_role("button", name="Enable notifications").click()
-    expect(page.get_by_role("button", name="Disable notifications")).to_be_visible()
+    _expect_notifications_switch(page, "Disable notifications")
     bearer = json.loads(page.evaluate("localStorage.getItem('c2.credential')"))["bearer"]
     browser_api = httpx.Client(
         base_url=c2.base_url, headers={"Authorization": f"Bearer {bearer}"}, timeout=30
@@ -263,8 +288,9 @@ def test_notifications_subscribe_show_and_withdraw(
                 {"origin": origin, "registrationId": registration, "data": json.dumps(message)},
             )
 
-        deliver(asked)
-        [shown] = until(lambda: _notifications(page), "the notification")
+        [shown] = _delivered(
+            lambda: deliver(asked), lambda: _notifications(page), "the notification"
+        )
         assert shown["tag"] == pending["input_id"]
         assert shown["title"] == f"Needs you: {asked['session_title']}"
         assert shown["body"] == "Run the tests (execute)"
@@ -281,12 +307,32 @@ def test_notifications_subscribe_show_and_withdraw(
             "the withdrawal push",
         )
         assert messages[0]["tag"] == pending["input_id"]
-        deliver(messages[0])
-        until(lambda: _notifications(page) == [], "the notification to close")
+        _delivered(
+            lambda: deliver(messages[0]),
+            lambda: _notifications(page) == [],
+            "the notification to close",
+        )
 
         page.get_by_role("button", name="Disable notifications").click()
-        expect(page.get_by_role("button", name="Enable notifications")).to_be_visible()
+        _expect_notifications_switch(page, "Enable notifications")
         assert browser_api.get("/v1/push-subscriptions").json()["subscriptions"] == []
+
+
+def test_notifications_say_why_when_the_browser_refuses_the_worker(
+    push_context: BrowserContext, c2: C2Process
+):
+    """A browser API that throws while enabling (here the worker's registration) is said on
+    the page, and the button can be pressed again, instead of staying busy for good."""
+    page = push_context.new_page()
+    page.add_init_script(
+        "ServiceWorkerContainer.prototype.register = async () => {"
+        " throw new TypeError('the script would not load'); };"
+    )
+    page.goto(c2.base_url + "/#/devices")
+    notifications = page.get_by_role("region", name="Notifications")
+    notifications.get_by_role("button", name="Enable notifications").click()
+    expect(notifications.get_by_role("alert")).to_contain_text("the script would not load")
+    expect(notifications.get_by_role("button", name="Enable notifications")).to_be_enabled()
 
 
 def test_notifications_say_when_c2_cannot_list_the_subscription(

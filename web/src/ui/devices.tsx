@@ -30,7 +30,14 @@ function Notifications() {
   }, []);
   const change = async (on: boolean) => {
     setBusy(true);
-    const failed = on ? await enableNotifications() : await disableNotifications();
+    let failed: string | null;
+    try {
+      failed = on ? await enableNotifications() : await disableNotifications();
+    } catch (error) {
+      // A browser API that throws (the worker's script would not load, storage refused) must
+      // not leave the button busy for good with nothing said.
+      failed = `This browser could not change its notifications (${String(error)}).`;
+    }
     setBusy(false);
     await refresh(failed);
   };
