@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from c2.core.event_ring import EventRing
@@ -120,7 +120,12 @@ class EventBus:
     """Fans committed events out to the live streams' subscriptions, in commit order."""
 
     def __init__(self, recent: EventRing | None = None) -> None:
-        self._subs: set[Subscription] = set()
+        # Streams of every event, and the streams of one session by session: a batch reaches
+        # the sessions it touches without a pass over every stream, and the streams given the
+        # same list are pushed one after another, so the ring joins its frames once for them
+        # (EventRing.frames keeps only the last join).
+        self._everything: set[Subscription] = set()
+        self._sessions: dict[str, set[Subscription]] = {}
         self.recent = recent if recent is not None else EventRing()
 
     def subscribe(
@@ -132,33 +137,49 @@ class EventBus:
     ) -> Subscription:
         """A new stream's subscription (one session's events, or all), fed from now on."""
         sub = Subscription(session=session, device_id=device_id, backlog=backlog)
-        self._subs.add(sub)
+        if session is None:
+            self._everything.add(sub)
+        else:
+            self._sessions.setdefault(session, set()).add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Stop feeding `sub` (its stream ended)."""
-        self._subs.discard(sub)
+        if sub.session is None:
+            self._everything.discard(sub)
+            return
+        watching = self._sessions.get(sub.session)
+        if watching is not None:
+            watching.discard(sub)
+            if not watching:
+                del self._sessions[sub.session]
 
     def publish(self, events: list[CommittedEvent]) -> None:
         """Fan `events` (one commit batch, in sequence order) out to every live stream."""
         self.recent.extend(events)  # first: a stream woken by this batch may read the ring
-        by_session: dict[str | None, list[CommittedEvent]] | None = None
-        for sub in tuple(self._subs):
-            if sub.session is None:
-                sub.push(events)
-                continue
-            if by_session is None:  # split once per batch, not once per session stream
-                by_session = {}
-                for ev in events:
-                    by_session.setdefault(ev.session, []).append(ev)
-            own = by_session.get(sub.session)
-            if own:
+        for sub in tuple(self._everything):
+            sub.push(events)
+        watched = self._sessions
+        if not watched:
+            return
+        by_session: dict[str, list[CommittedEvent]] = {}
+        for ev in events:  # split once per batch, not once per session stream
+            session = ev.session
+            if session is not None and session in watched:
+                by_session.setdefault(session, []).append(ev)
+        for session, own in by_session.items():
+            for sub in tuple(watched.get(session, ())):
                 sub.push(own)
+
+    def _every(self) -> Iterator[Subscription]:
+        yield from self._everything
+        for watching in self._sessions.values():
+            yield from watching
 
     def close_device(self, device_id: str) -> int:
         """End every stream opened by `device_id` (revoked); returns how many were closed."""
         closed = 0
-        for sub in tuple(self._subs):
+        for sub in list(self._every()):
             if sub.device_id == device_id:
                 sub.close()
                 closed += 1
@@ -166,16 +187,16 @@ class EventBus:
 
     def close_all(self) -> None:
         """End every stream (the server is shutting down)."""
-        for sub in tuple(self._subs):
+        for sub in list(self._every()):
             sub.close()
 
     @property
     def subscriber_count(self) -> int:
         """How many streams are subscribed."""
-        return len(self._subs)
+        return len(self._everything) + sum(map(len, self._sessions.values()))
 
     @property
     def lagging_count(self) -> int:
         """How many streams overflowed their backlog and have not caught up yet (a stream
         blocked on a client that stopped reading stays here until it is dropped)."""
-        return sum(1 for sub in self._subs if sub.lagged)
+        return sum(1 for sub in self._every() if sub.lagged)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from c2.core.bus import EventBus
 from c2.core.store.events import CommittedEvent
@@ -92,3 +93,53 @@ async def test_a_direct_write_that_raises_leaves_the_batch_to_the_reader(caplog)
     bus.publish(_batch(None))
     assert await waiting is True and [ev.seq for ev in sub.take()[0]] == [1]
     assert "direct write failed" in caplog.text
+
+
+async def test_streams_given_the_same_list_get_it_one_after_another():
+    """The ring joins a list's frames once while the same list comes back to back
+    (EventRing.frames): every global stream first, then each session's streams together, however
+    they were opened."""
+    bus = EventBus()
+    given: list[int] = []
+    subs = [bus.subscribe(session=s) for s in ("a", None, "b", "a", None, "b", None)]
+
+    def deliver(events: list[CommittedEvent]) -> bool:
+        given.append(id(events))
+        return True
+
+    for sub in subs:
+        sub.deliver = deliver
+    waits = [asyncio.ensure_future(sub.wait(60)) for sub in subs]
+    await asyncio.sleep(0)
+    bus.publish(_batch("a", "b", "a", None))
+    assert len(given) == 7 and len(set(given)) == 3
+    assert [len(list(run)) for _, run in itertools.groupby(given)] == [3, 2, 2]
+    bus.close_all()
+    await asyncio.gather(*waits)
+
+
+def test_unsubscribing_leaves_the_other_streams_of_a_session_fed():
+    bus = EventBus()
+    first, second, everything = (
+        bus.subscribe(session="a"),
+        bus.subscribe(session="a"),
+        bus.subscribe(),
+    )
+    assert bus.subscriber_count == 3
+    bus.unsubscribe(first)
+    bus.publish(_batch("a"))
+    assert first.take() == ([], False)
+    assert [ev.seq for ev in second.take()[0]] == [1]
+    bus.unsubscribe(second)
+    bus.unsubscribe(second)  # a stream ends once, but twice is harmless
+    bus.publish(_batch("a"))
+    assert second.take() == ([], False) and bus.subscriber_count == 1
+    assert [ev.seq for ev in everything.take()[0]] == [1, 1]
+
+
+def test_close_device_ends_its_streams_of_both_kinds_only():
+    bus = EventBus()
+    mine = [bus.subscribe(device_id="d1"), bus.subscribe(session="a", device_id="d1")]
+    other = bus.subscribe(session="a", device_id="d2")
+    assert bus.close_device("d1") == 2
+    assert all(sub.closed for sub in mine) and not other.closed
