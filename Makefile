@@ -65,7 +65,9 @@ test: $(TS_STAMP)
 openapi: $(STAMP)
 	$(BIN)/c2 openapi > openapi/openapi.json
 
-bench: $(STAMP) $(NPM_STAMP)
+# Every bench, each printing its targets beside its figures (README "Benchmarks"). The
+# cluster's needs PostgreSQL: it runs when C2_TEST_DATABASE_URL names one.
+bench: $(STAMP) $(NPM_STAMP) web browser
 	$(BIN)/python -m bench.events
 	$(BIN)/python -m bench.turns
 	$(BIN)/python -m bench.transcript
@@ -74,6 +76,11 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m bench.fleet
 	$(BIN)/python -m bench.writer
 	$(BIN)/python -m bench.startup
+	$(BIN)/python -m bench.checkpoints
+	$(BIN)/python -m bench.search
+	$(BIN)/python -m bench.web
+	@if [ -n "$$C2_TEST_DATABASE_URL" ]; then $(BIN)/python -m bench.cluster; \
+	else echo "bench.cluster skipped: it needs PostgreSQL in C2_TEST_DATABASE_URL"; fi
 
 # The web client (web/, TypeScript + Vite) built into the package at api/web_dist, which c2
 # serves at `/`. Rebuilt only when its sources, its lock, the OpenAPI document or the typed
