@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from c2.api.cli import main
+from c2.api.cli import _lasting_objects, main
 from c2.api.settings import Settings
 from c2.core.auth import digest
 from c2.core.session import utcnow
@@ -124,3 +125,20 @@ def test_cli_serve_refuses_a_database_url_it_cannot_open_in_one_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith("c2: cannot open the database") and len(err.splitlines()) == 1, err
     assert "postgresql+psycopg://" in err and "secret" not in err
+
+
+def test_serve_makes_its_lasting_objects_with_the_collector_off_then_freezes_them():
+    """What `c2 serve` makes before it runs (its modules, the app) is made with the cyclic
+    collector off and then frozen out of its reach; the collector is on again afterwards,
+    also when that build fails."""
+    try:
+        with _lasting_objects():
+            assert not gc.isenabled()
+            # Containers the collector tracks, made while it is off.
+            made: list[list[int]] = [[] for _ in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= len(made)
+        with pytest.raises(RuntimeError), _lasting_objects():
+            raise RuntimeError("the build failed")
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()  # this test's process goes on collecting as before
