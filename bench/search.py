@@ -158,7 +158,7 @@ def writer_cost(kind: str, tmp: Path, rows: int, rounds: int = 2) -> None:
     for label, rate in figures.items():
         print(f"  {label:<14} {rate:>10,.0f} events/s")
     cost = figures["without index"] / figures["with index"] - 1
-    print(f"  indexing costs the writer {cost * 100:.0f}% more time per event\n")
+    print(f"  indexing changes the writer's time per event by {cost * 100:+.0f}%\n")
 
 
 def _timed(store: Store, queries: list[str], session: str | None) -> tuple[float, float, float]:
