@@ -30,8 +30,8 @@ $(NPM_STAMP): package.json package-lock.json
 agents: $(NPM_STAMP)
 
 # c2's own modules compiled ahead: an editable install has no bytecode for them, and where
-# PYTHONDONTWRITEBYTECODE is set (CI images, containers) every start compiled them again, a
-# fifth of `c2 serve`'s time to ready (bench.startup). Quick once they are up to date.
+# PYTHONDONTWRITEBYTECODE is set (CI images, containers) every start compiled them again,
+# about a tenth of `c2 serve`'s time to ready (bench.startup). Quick once up to date.
 BYTECODE := $(BIN)/python -m compileall -q api core c2 >/dev/null
 
 serve: $(STAMP) web
