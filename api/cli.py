@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # imported where used: `c2 --help` and the one-shot commands 
     import socket
 
     from c2.api.server import C2Server
-    from c2.core.store.ownership import HomeLock
+    from c2.core.home import HomeLock
 
 # The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
 # instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
@@ -37,11 +37,10 @@ def _fail(exc: Exception | str, status: int = 1) -> int:
 
 @contextlib.contextmanager
 def _lasting_objects() -> Iterator[None]:
-    """Make what lives as long as the server (its modules, the app, their schemas) with the
-    cyclic collector off, then move all of it out of the collector's reach (gc.freeze). The
-    collector walked those ~190,000 objects again and again while they were made (~0.25 s of
-    `c2 serve`'s time to ready, bench.startup) and would again at every full collection
-    later, a pause in the middle of the streams."""
+    """Make what lives as long as the server (modules, app, schemas: ~190,000 objects) with
+    the cyclic collector off, then freeze it out of the collector's reach. The collector walked
+    them again and again while they were made (~0.2 s of `c2 serve`'s time to ready,
+    bench.startup) and would at every full collection later: a pause amid the streams."""
     gc.disable()
     try:
         yield
