@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy -p c2 -p tests
+	$(BIN)/mypy -p c2 -p tests -p bench
 
 # Most tests wait on subprocesses and sockets, so more workers than cores pay off; the tests
 # marked serial run afterwards, alone (docs/decisions.md, "Test run time").

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from c2.core.worktrees.checkpoints import Workspace, capture, diff_trees, restore, set_ref
@@ -56,6 +57,13 @@ def timed(call: Callable[[], object]) -> tuple[float, object]:
     return (time.perf_counter() - start) * 1000, value
 
 
+def rewind(ws: Workspace, tree: str) -> None:
+    """What a rewind does: capture the worktree as it is (so the rewind can be undone), then
+    restore `tree`."""
+    capture(ws)
+    restore(ws, tree)
+
+
 def checkpoint(ws: Workspace, ref: str) -> str:
     """What a turn hook does: capture and keep it under a ref."""
     tree = capture(ws)
@@ -75,19 +83,19 @@ def main() -> None:
         root.mkdir()
         paths = make_tree(root, files)
         ws = Workspace(root, Path(tmp) / "session.index")
-        first, _ = timed(lambda: checkpoint(ws, "refs/c2/checkpoints/bench/baseline"))
+        first, _ = timed(partial(checkpoint, ws, "refs/c2/checkpoints/bench/baseline"))
         starts, ends, diffs, rewinds = [], [], [], []
         for n in range(1, rounds + 1):
-            ms, before = timed(lambda n=n: checkpoint(ws, f"refs/c2/checkpoints/bench/{n}/start"))
+            ms, before = timed(partial(checkpoint, ws, f"refs/c2/checkpoints/bench/{n}/start"))
             starts.append(ms)
             for i, path in enumerate(paths[n * changed : (n + 1) * changed]):
                 path.write_text(f"# turn {n} changed {i}\n" + "VALUE = 2\n" * 20)
             (root / f"new{n}.txt").write_text("untracked\n")
-            ms, after = timed(lambda n=n: checkpoint(ws, f"refs/c2/checkpoints/bench/{n}/end"))
+            ms, after = timed(partial(checkpoint, ws, f"refs/c2/checkpoints/bench/{n}/end"))
             ends.append(ms)
-            ms, _ = timed(lambda b=before, a=after: diff_trees(root, str(b), str(a)))
+            ms, _ = timed(partial(diff_trees, root, str(before), str(after)))
             diffs.append(ms)
-            ms, _ = timed(lambda b=before: (capture(ws), restore(ws, str(b))))
+            ms, _ = timed(partial(rewind, ws, str(before)))
             rewinds.append(ms)
             restore(ws, str(after))
             capture(ws)
@@ -97,7 +105,7 @@ def main() -> None:
     for name, values in (
         ("turn start checkpoint", starts),
         ("turn end checkpoint", ends),
-        ("turn diff (100 files)", diffs),
+        (f"turn diff ({changed} files)", diffs),
         ("rewind (capture + restore)", rewinds),
     ):
         print(f"{name:28s} median {statistics.median(values):6.1f} ms  max {max(values):6.1f} ms")

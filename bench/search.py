@@ -24,6 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -32,11 +33,12 @@ from sqlalchemy import create_engine, text
 
 from c2.core.protocol.events import AgentText
 from c2.core.protocol.state import Part, PromptPart, ReasoningPart, TextPart, ToolCallPart
-from c2.core.search.query import parse
+from c2.core.search.query import Query, parse
 from c2.core.search.service import _search
 from c2.core.session import SessionRecord
 from c2.core.store import buffer
-from c2.core.store.database import Store, UnitOfWork, sqlite_url
+from c2.core.store.database import ReadUnit, Store, UnitOfWork, sqlite_url
+from c2.core.store.search import index_ops
 
 SESSIONS = 200
 TARGET_P50_MS = 50  # issue 15: a search over 1,000,000 transcript rows
@@ -83,11 +85,27 @@ def _record(sid: str) -> SessionRecord:
     return SessionRecord(id=sid, provider="bench", cwd="/tmp", title=" ".join(_words(4)))
 
 
+def _insert_session(name: str, uow: UnitOfWork) -> None:
+    uow.sessions.insert(_record(name))
+
+
+def _turn_ended(name: str, uow: UnitOfWork) -> None:
+    uow.search.turn_ended(name)
+
+
+def _no_index(conn: Any, ops: Any, cache: Any = None) -> None:
+    """`index_ops` replaced: the writer without its search index step."""
+
+
+def _first_page(read: ReadUnit, *, query: Query, session: str | None) -> dict[str, Any]:
+    return _search(read, query, session, 0, 20)
+
+
 async def _write(store: Store, rows: int, sessions: int) -> tuple[float, int]:
     """Stream `rows` transcript rows (+ one event each) through the writer; (seconds, rows)."""
     names = [f"s{i:03d}" for i in range(sessions)]
     for name in names:
-        await store.write(lambda uow, n=name: uow.sessions.insert(_record(n)))
+        await store.write(partial(_insert_session, name))
     gens = {name: (part for turn in range(10**9) for part in _turn(turn)) for name in names}
     in_flight: list[asyncio.Future[None]] = []
     started = time.perf_counter()
@@ -106,7 +124,7 @@ async def _write(store: Store, rows: int, sessions: int) -> tuple[float, int]:
     await asyncio.gather(*in_flight)
     # Every turn is over: open messages become documents, as at the end of a turn.
     for name in names:
-        await store.write(lambda uow, n=name: uow.search.turn_ended(n))
+        await store.write(partial(_turn_ended, name))
     return time.perf_counter() - started, rows
 
 
@@ -150,9 +168,9 @@ def writer_cost(kind: str, tmp: Path, rows: int, rounds: int = 2) -> None:
             directory = tmp / f"writer-{attempt}-{label.replace(' ', '-')}"
             directory.mkdir()
             store = _store(kind, directory)
-            step = buffer.index_ops if indexed else (lambda conn, ops, cache=None: None)
+            step = index_ops if indexed else _no_index
             with mock.patch.object(buffer, "index_ops", step):
-                seconds, count = _run(store, lambda s=store: _write(s, rows, 20))
+                seconds, count = _run(store, partial(_write, store, rows, 20))
             figures[label] = max(figures.get(label, 0.0), count / seconds)
     print(f"writer, {rows:,} rows (1 row + 1 event each), {kind}, best of {rounds}:")
     for label, rate in figures.items():
@@ -168,7 +186,7 @@ def _timed(store: Store, queries: list[str], session: str | None) -> tuple[float
     for q in queries:
         query = parse(q)
         started = time.perf_counter()
-        result = store.read_sync(lambda r, qq=query: _search(r, qq, session, 0, 20))
+        result = store.read_sync(partial(_first_page, query=query, session=session))
         samples.append((time.perf_counter() - started) * 1000)
         hits += len(result["hits"])
     samples.sort()

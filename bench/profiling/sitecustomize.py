@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from types import FrameType
 
 _OUT = os.environ.get("C2_BENCH_PROFILE")
 _KIND = os.environ.get("C2_BENCH_PROFILER", "sample")
@@ -46,7 +47,7 @@ def _gc_timer(phase: str, info: dict[str, int]) -> None:
     if phase == "start":
         _gc_started = time.thread_time()
     else:
-        entry = _GC.setdefault(info["generation"], [0, 0.0])
+        entry = _GC.setdefault(info["generation"], [0.0, 0.0])
         entry[0] += 1
         entry[1] += time.thread_time() - _gc_started
 
@@ -67,12 +68,13 @@ _SAMPLED = ("MainThread", "c2-db-writer")
 def _sample_loop(interval: float) -> None:
     while not _stop.wait(interval):
         wanted = {t.ident: t.name for t in threading.enumerate() if t.name in _SAMPLED}
-        for ident, frame in sys._current_frames().items():
+        for ident, newest in sys._current_frames().items():
+            frame: FrameType | None = newest
             name = wanted.get(ident)
             if name is None:
                 continue
             _samples[name] += 1
-            top = _where(frame.f_code)
+            top = _where(newest.f_code)
             _self[(name, top)] += 1
             seen = set()
             while frame is not None:
@@ -159,8 +161,8 @@ def _stop_profile(_signum: int, _frame: object) -> None:
             mine = [(w, c) for (t, w), c in _incl.items() if t == thread]
             for where, c in sorted(mine, key=lambda x: -x[1])[:60]:
                 lines.append(f"  incl {c / count:6.1%}  {where}")
-    for generation, (count, seconds) in sorted(_GC.items()):
-        lines.append(f"gc generation {generation}: {count:.0f} collections, {seconds:.3f} s")
+    for generation, (runs, seconds) in sorted(_GC.items()):
+        lines.append(f"gc generation {generation}: {runs:.0f} collections, {seconds:.3f} s")
     lines.append(f"gc objects tracked at the end: {len(gc.get_objects())}")
     with open(_OUT, "w") as out:
         out.write("\n".join(lines) + "\n")
