@@ -29,10 +29,10 @@ $(NPM_STAMP): package.json package-lock.json
 
 agents: $(NPM_STAMP)
 
-# c2's own modules compiled ahead: an editable install has no bytecode for them, and where
-# PYTHONDONTWRITEBYTECODE is set (CI images, containers) every start compiled them again,
-# about a tenth of `c2 serve`'s time to ready (bench.startup). Quick once up to date.
-BYTECODE := $(BIN)/python -m compileall -q api core c2 >/dev/null
+# The repository's own modules compiled ahead: an editable install has no bytecode for them,
+# and where PYTHONDONTWRITEBYTECODE is set (CI images, containers) every start compiled them
+# again, about a tenth of `c2 serve`'s time to ready (bench.startup). Quick once up to date.
+BYTECODE := $(BIN)/python -m compileall -q c2 core api tests >/dev/null
 
 serve: $(STAMP) web
 	$(BYTECODE)
@@ -52,7 +52,7 @@ TEST_WORKERS ?= 3
 # Compiled once up front: the tests start hundreds of c2 servers and agents, and with
 # PYTHONDONTWRITEBYTECODE set (as on CI) each of them would compile c2's sources again.
 test: lint typecheck $(NPM_STAMP) web browser
-	$(BIN)/python -m compileall -q c2 core api tests
+	$(BYTECODE)
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
 	$(BIN)/pytest -q -m serial
 
