@@ -1,12 +1,14 @@
-"""Imports the ACP SDK for an agent process that c2 itself provides (the demo agent, the tests'
-scripted agent), without the field docstrings the SDK asks pydantic for.
+"""Imports the ACP SDK without the field docstrings it asks pydantic for: in an agent process
+that c2 itself provides (the demo agent, the tests' scripted agent), and in the server
+(core/agents/factory.py).
 
 The SDK's models set `use_attribute_docstrings`. Before Python 3.13 pydantic finds each class's
 source by walking the stack through `inspect.getmodule`, which costs about 0.25 s of an agent's
-0.8 s start, paid at every session creation. These agents only validate and serialize; nothing
-in them ever renders a JSON schema, so the docstrings are never used. The lookup is switched off
-only while the SDK's models are built; the server imports the SDK as it is
-(core/agents/factory.py).
+0.8 s start, paid at every session creation, and half of the server's 0.43 s import of its ACP
+client. Neither renders a JSON schema of the SDK's models (the agents validate and serialize, the
+server speaks JSON-RPC through the SDK's connection), so the docstrings are never used. The
+lookup is switched off only while the SDK's models are built. In the server that is on a worker
+thread while the loop runs on; no model c2 builds meanwhile asks for attribute docstrings.
 
 Import this module before `acp` (`# isort: split` keeps it first).
 """

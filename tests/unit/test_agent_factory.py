@@ -1,0 +1,62 @@
+"""The agent factory's first start: the ACP client is imported on a worker thread, so the event
+loop keeps serving every stream and request meanwhile (core/agents/factory.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.e2e.harness import REPO
+
+# A fresh interpreter: in this one the client module may be imported already.
+FIRST_IMPORT = textwrap.dedent(
+    """
+    import asyncio
+    import sys
+
+    from c2.core.agents.factory import CLIENT_MODULE, client_module
+
+    assert CLIENT_MODULE not in sys.modules and "acp" not in sys.modules, "imported already"
+
+
+    async def main() -> None:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        module = await client_module()
+        during = ticks - before
+        again = await client_module()
+        task.cancel()
+        print(during, module.__name__, again is module)
+
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_the_first_agent_start_imports_its_client_while_the_loop_runs():
+    """While the first `client_module()` imports the ACP client (~0.2-0.5 s), other tasks on
+    the loop keep running; the module comes back, and later calls return the same one. (Done on
+    the loop, the import let no other task run until it was over: 0 ticks.)"""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORT],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    during, name, same = done.stdout.split()
+    assert int(during) > 0, "the loop ran nothing while the client was imported"
+    assert (name, same) == ("c2.core.agents.client", "True")
