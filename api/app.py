@@ -75,6 +75,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         lifespan=lifespan,
         dependencies=[Depends(single_valued_query), Depends(json_body)],
         docs_url=None,
+        openapi_url=None,  # served by api/routes/docs.py
         redoc_url=None,
         generate_unique_id_function=operation_id,
         # A slash redirect builds its Location from the Host header (any Host under

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import typing
 from typing import Any
 
@@ -301,11 +302,15 @@ def document(app: FastAPI) -> dict[str, Any]:
 
 
 def install_openapi(app: FastAPI) -> None:
+    """`app.openapi()` builds the document once. GET /openapi.json builds it on a worker thread
+    while the loop serves on (api/routes/docs.py): one build, however many ask first."""
     cache: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def openapi() -> dict[str, Any]:
-        if not cache:
-            cache.update(document(app))
+        with lock:
+            if not cache:
+                cache.update(document(app))
         return cache
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -157,10 +157,14 @@ class PushService:
 
     async def public_key(self) -> str:
         """The application server key for `pushManager.subscribe`, base64url."""
+        return await asyncio.to_thread(self._public_key)
+
+    def _public_key(self) -> str:
+        # On the worker thread with the key's loading: the first call imports cryptography
+        # (~0.1 s), which on the event loop held every stream and request that long.
         from cryptography.hazmat.primitives import serialization
 
-        vapid = await asyncio.to_thread(lambda: self.vapid)
-        raw = vapid.public_key.public_bytes(
+        raw = self.vapid.public_key.public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
         )
         return _b64url(raw)
