@@ -24,9 +24,8 @@ if TYPE_CHECKING:  # imported where used: `c2 --help` and the one-shot commands 
     from c2.api.server import C2Server
     from c2.core.home import HomeLock
 
-# The store's writer thread shares the GIL with the event loop. Handing it over every 0.5 ms
-# instead of CPython's 5 ms keeps commits flowing while the loop streams: +15-20% agent
-# chunks/s to 10 SSE clients in bench/turns.py on 2 cores.
+# The store's writer shares the GIL with the loop: handed over every 0.5 ms, not CPython's 5 ms,
+# commits flow while the loop streams (+15-20% agent chunks/s to 10 SSE clients, bench/turns.py).
 GIL_SWITCH_INTERVAL = 0.0005
 
 
@@ -37,10 +36,9 @@ def _fail(exc: Exception | str, status: int = 1) -> int:
 
 @contextlib.contextmanager
 def _lasting_objects() -> Iterator[None]:
-    """Make what lives as long as the server (modules, app, schemas: ~190,000 objects) with
-    the cyclic collector off, then freeze it out of the collector's reach. The collector walked
-    them again and again while they were made (~0.2 s of `c2 serve`'s time to ready,
-    bench.startup) and would at every full collection later: a pause amid the streams."""
+    """Make what lives as long as the server (~190,000 objects: modules, app, schemas) with the
+    cyclic collector off, then freeze it: the collector walked them again and again while they
+    were made (~0.2 s of time to ready) and would at every full collection later (a pause)."""
     gc.disable()
     try:
         yield
@@ -51,14 +49,17 @@ def _lasting_objects() -> Iterator[None]:
 
 def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-    with _lasting_objects():
-        built = _build_server(args)
-    if isinstance(built, int):
-        return built  # it failed, and said why
-    server, sock, home_claim = built
-    server.run(sockets=[sock])
-    home_claim.release()
-    return 0
+    try:
+        with _lasting_objects():
+            built = _build_server(args)
+        if isinstance(built, int):
+            return built  # it failed, and said why
+        server, sock, home_claim = built
+        server.run(sockets=[sock])
+        home_claim.release()
+        return 0
+    finally:
+        gc.unfreeze()  # they lived as long as the server: collectable again (an in-process caller)
 
 
 def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, HomeLock] | int:
@@ -88,8 +89,7 @@ def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, Ho
     if settings.vapid_subject and not settings.vapid_subject.startswith(("mailto:", "https:")):
         return _fail("--vapid-subject must be a mailto: or https: URI", 2)
     try:
-        # Held until the process exits; the server's own start re-enters this claim.
-        home_claim = preflight(settings)
+        home_claim = preflight(settings)  # held to the end; the server's start re-enters it
     except StartupError as exc:
         return _fail(exc)
     try:
