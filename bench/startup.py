@@ -66,6 +66,18 @@ class LoopProbe:
         return max(self._waits)
 
 
+def _timed(
+    probe: LoopProbe, http: httpx.Client, use: Callable[[httpx.Client], object]
+) -> tuple[float, float]:
+    """(ms `use` took, the loop's longest wait meanwhile and in the 0.5 s after it)."""
+    probe.clear()
+    started = time.perf_counter()
+    use(http)
+    took = (time.perf_counter() - started) * 1000
+    time.sleep(0.5)  # whatever it started runs on; the probe goes on timing the loop
+    return took, probe.longest()
+
+
 def first_uses(server: C2Process, workdir: Path) -> list[tuple[str, float, float, float, float]]:
     """The first uses after a start that load code or build something once, each done twice:
     (what, ms the first took, the loop's longest wait meanwhile, the same two for the second).
@@ -94,15 +106,8 @@ def first_uses(server: C2Process, workdir: Path) -> list[tuple[str, float, float
         httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as http,
     ):
         for what, use in uses:
-            pair = []
-            for _ in range(2):
-                probe.clear()
-                started = time.perf_counter()
-                use(http)
-                took = (time.perf_counter() - started) * 1000
-                time.sleep(0.5)  # whatever it started runs on; the probe goes on timing the loop
-                pair += [took, probe.longest()]
-            figures.append((what, *pair))
+            first, second = (_timed(probe, http, use) for _ in range(2))
+            figures.append((what, *first, *second))
     return figures
 
 
