@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
@@ -11,6 +10,7 @@ from starlette.requests import Request
 
 from c2.api.routes.docs import openapi_document
 from tests.api.conftest import AppClient
+from tests.loop_turns import turns_during
 
 
 async def test_docs_page_is_offline_and_public(app_client: AppClient):
@@ -39,25 +39,12 @@ async def test_openapi_document_is_built_while_the_loop_runs_and_encoded_once(
     app_client: AppClient,
 ):
     """/openapi.json's first build (~0.45 s of CPU) runs on a worker thread: other tasks on the
-    loop go on meanwhile (built on the loop, as FastAPI's own route did, none ran: 0 ticks). The
+    loop go on meanwhile (built on the loop, as FastAPI's own route did, none ran: 0 turns). The
     bytes are the document as `app.openapi()` gives it, and later requests get the same bytes."""
     app = app_client.app
     scope = {"type": "http", "app": app, "method": "GET", "path": "/openapi.json", "headers": []}
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = ticks
-    first = await openapi_document(Request(scope))
-    during = ticks - before
-    task.cancel()
-    assert during > 0, "the loop ran nothing while the document was built"
+    first, turns = await turns_during(openapi_document(Request(scope)))
+    assert turns > 0, "the loop ran nothing while the document was built"
     assert json.loads(bytes(first.body)) == app.openapi()
     assert (await openapi_document(Request(scope))).body is first.body
     transport = app_client.transport

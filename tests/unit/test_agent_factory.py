@@ -16,27 +16,15 @@ FIRST_IMPORT = textwrap.dedent(
     import sys
 
     from c2.core.agents.factory import CLIENT_MODULE, client_module
+    from tests.loop_turns import turns_during
 
     assert CLIENT_MODULE not in sys.modules and "acp" not in sys.modules, "imported already"
 
 
     async def main() -> None:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        before = ticks
-        module = await client_module()
-        during = ticks - before
+        module, turns = await turns_during(client_module())
         again = await client_module()
-        task.cancel()
-        print(during, module.__name__, again is module)
+        print(turns, module.__name__, again is module)
 
 
     asyncio.run(main())
@@ -47,7 +35,7 @@ FIRST_IMPORT = textwrap.dedent(
 def test_the_first_agent_start_imports_its_client_while_the_loop_runs():
     """While the first `client_module()` imports the ACP client (~0.2-0.5 s), other tasks on
     the loop keep running; the module comes back, and later calls return the same one. (Done on
-    the loop, the import let no other task run until it was over: 0 ticks.)"""
+    the loop, the import let no other task run until it was over: 0 turns.)"""
     done = subprocess.run(
         [sys.executable, "-c", FIRST_IMPORT],
         cwd=REPO,
