@@ -48,7 +48,7 @@ INIT = """SwaggerUIBundle({
 OPENAPI_PATH = "/openapi.json"
 
 
-@router.get(OPENAPI_PATH)
+@router.api_route(OPENAPI_PATH, methods=["GET", "HEAD"])  # HEAD as FastAPI's route had it
 async def openapi_document(request: Request) -> Response:
     state = request.app.state
     body: bytes | None = getattr(state, "openapi_body", None)

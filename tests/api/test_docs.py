@@ -50,5 +50,7 @@ async def test_openapi_document_is_built_while_the_loop_runs_and_encoded_once(
     transport = app_client.transport
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         served = await http.get("/openapi.json")
+        head = await http.head("/openapi.json")
     assert served.content == first.body
     assert served.headers["content-type"] == "application/json"
+    assert head.status_code == 200  # as FastAPI's own route answered it
