@@ -1,10 +1,11 @@
 """Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory,
 and 100 clients of which 10 stop reading.
 
-The server (real app, real uvicorn on 127.0.0.1, SQLite in a temp home) runs in this process;
-events are committed through its Store, one event per write job (group commit batches them),
-each stamped with the wall clock inside its transaction. SSE clients run in a subprocess (raw
-asyncio streams) and report receipt times, so latency is commit → client receipt.
+The server (real app, real uvicorn on 127.0.0.1 on `c2 serve`'s event loop, SQLite in a temp
+home) runs in this process; events are committed through its Store, one event per write job
+(group commit batches them), each stamped with the wall clock inside its transaction. SSE
+clients run in a subprocess (raw asyncio streams) and report receipt times, so latency is
+commit → client receipt.
 
 Each client count runs twice: flat out (throughput; latency then includes queueing) and paced
 at --rate events/s (rate/5 for 100 clients) for commit → receipt latency under steady load.
@@ -158,7 +159,16 @@ class Server:
         self.server = build_server(
             self.app, settings, on_started=on_started, log_level="warning", access_log=False
         )
-        self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()))
+        # On the loop `c2 serve` runs (uvloop where it installs): `asyncio.run` alone gave
+        # asyncio's own, whose socket writes cost several times as much (100 clients at
+        # 1,000 events/s: p99 67-137 ms against 22-27 on uvloop, docs/decisions.md).
+        loop_factory = self.server.config.get_loop_factory()
+
+        def serve() -> None:
+            with asyncio.Runner(loop_factory=loop_factory) as runner:
+                runner.run(self.server.serve())
+
+        self.thread = threading.Thread(target=serve)
         self.thread.start()
         if not ready.wait(30):
             raise RuntimeError("server did not start")
