@@ -10,6 +10,7 @@ timeout and a header size limit; credentials are redacted from the access log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import gc
@@ -115,6 +116,14 @@ class C2Server(uvicorn.Server):
             await services.drain()
             self.drained_cleanly = True
         await super().shutdown(sockets)
+
+    def serve_here(self) -> None:
+        """Serve on this thread until told to exit, on the event loop `run` gives `c2 serve`
+        (uvloop where it installs): for a server run in a thread of its own, as the benches
+        and tests do. `asyncio.run(self.serve())` there would run asyncio's own loop, whose
+        socket writes cost several times as much (docs/decisions.md, "twenty-first sitting")."""
+        with asyncio.Runner(loop_factory=self.config.get_loop_factory()) as runner:
+            runner.run(self.serve())
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

@@ -159,16 +159,7 @@ class Server:
         self.server = build_server(
             self.app, settings, on_started=on_started, log_level="warning", access_log=False
         )
-        # On the loop `c2 serve` runs (uvloop where it installs): `asyncio.run` alone gave
-        # asyncio's own, whose socket writes cost several times as much (100 clients at
-        # 1,000 events/s: p99 67-137 ms against 22-27 on uvloop, docs/decisions.md).
-        loop_factory = self.server.config.get_loop_factory()
-
-        def serve() -> None:
-            with asyncio.Runner(loop_factory=loop_factory) as runner:
-                runner.run(self.server.serve())
-
-        self.thread = threading.Thread(target=serve)
+        self.thread = threading.Thread(target=self.server.serve_here)  # on c2 serve's loop
         self.thread.start()
         if not ready.wait(30):
             raise RuntimeError("server did not start")

@@ -133,7 +133,7 @@ def start_server(settings: Settings, *, bearer: str = "", device_id: str = "") -
 
     def run() -> None:
         try:
-            asyncio.run(server.serve())
+            server.serve_here()  # on the loop `c2 serve` runs
         except BaseException as exc:  # surfaced by the waiting test
             box["error"] = exc
         finally:
