@@ -5,9 +5,9 @@ SQLite in a temp home), timed from the exec to the first 200 from `/readyz` (pro
 5 ms): once on a fresh home (the migrations run) and --runs times on that existing home; then
 the idle server's RSS and its CPU time spent starting (its own rusage, stable on a busy
 machine where wall time is not). Last, the first uses after a start that load code or build
-something once (an agent session, the OpenAPI document, the VAPID key), each against a second
-one: how long it took, and the longest a `/healthz` probed every 5 ms waited meanwhile (how long
-the event loop, so every stream and request, was held).
+something once (the web client's page, an agent session, the OpenAPI document, the VAPID key),
+each against a second one: how long it took, and the longest a `/healthz` probed every 5 ms
+waited meanwhile (how long the event loop, so every stream and request, was held).
 
 Run: .venv/bin/python -m bench.startup [--runs 3]
 """
@@ -96,6 +96,7 @@ def first_uses(server: C2Process, workdir: Path) -> list[tuple[str, float, float
         http.post(f"/v1/sessions/{sid}/prompt", json=prompt).raise_for_status()
 
     uses: list[tuple[str, Callable[[httpx.Client], object]]] = [
+        ("GET / (the web client)", lambda http: http.get("/").raise_for_status()),
         ("a session and its first prompt", session),
         ("GET /openapi.json", lambda http: http.get("/openapi.json").raise_for_status()),
         ("GET /v1/push/vapid-public-key", lambda http: http.get("/v1/push/vapid-public-key")),
