@@ -5,8 +5,14 @@ done on the loop (it held every stream and request meanwhile), more when it let 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TypeVar
+
+REPO = Path(__file__).resolve().parent.parent
 
 T = TypeVar("T")
 
@@ -29,3 +35,18 @@ async def turns_during(awaitable: Awaitable[T]) -> tuple[T, int]:
         return result, turns - before
     finally:
         task.cancel()
+
+
+def in_fresh_interpreter(script: str) -> str:
+    """Run `script` (Python, from the repository's root) in a new interpreter, where nothing
+    it imports lazily is loaded yet; its stdout. Fails with its stderr if it fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -3,15 +3,10 @@ loop keeps serving every stream and request meanwhile (core/agents/factory.py)."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
+from tests.loop_turns import in_fresh_interpreter
 
-from tests.e2e.harness import REPO
-
-# A fresh interpreter: in this one the client module may be imported already.
-FIRST_IMPORT = textwrap.dedent(
-    """
+# In a fresh interpreter: in this one the client module may be imported already.
+FIRST_IMPORT = """
     import asyncio
     import sys
 
@@ -29,22 +24,12 @@ FIRST_IMPORT = textwrap.dedent(
 
     asyncio.run(main())
     """
-)
 
 
 def test_the_first_agent_start_imports_its_client_while_the_loop_runs():
     """While the first `client_module()` imports the ACP client (~0.2-0.5 s), other tasks on
     the loop keep running; the module comes back, and later calls return the same one. (Done on
     the loop, the import let no other task run until it was over: 0 turns.)"""
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_IMPORT],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    during, name, same = done.stdout.split()
+    during, name, same = in_fresh_interpreter(FIRST_IMPORT).split()
     assert int(during) > 0, "the loop ran nothing while the client was imported"
     assert (name, same) == ("c2.core.agents.client", "True")
