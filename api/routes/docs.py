@@ -7,7 +7,8 @@ describes the API, holds no data) and has "Try it out" switched off, so it shows
 `/openapi.json` is served here rather than by FastAPI: its first build (~0.45 s of CPU,
 api/openapi.py) runs on a worker thread, where FastAPI's route built it on the event loop and
 held every stream and request that long; and the ~350 kB are encoded once, not per request,
-with orjson: the standard encoder's C code holds the GIL, so the loop waited its ~10 ms (1 ms).
+with orjson (~1 ms): the standard encoder's C code holds the GIL for its ~10 ms, and the loop
+waited that long.
 """
 
 from __future__ import annotations

@@ -19,11 +19,12 @@ FIRST_KEY = """
 
 
     async def main() -> None:
-        home = Path(tempfile.mkdtemp())
-        service = PushService(None, home)  # the store is not used for the key
-        key, turns = await turns_during(service.public_key())
-        again = await PushService(None, home).public_key()
-        print(turns, key == again, (home / KEY_FILE).is_file())
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp)
+            service = PushService(None, home)  # the store is not used for the key
+            key, turns = await turns_during(service.public_key())
+            again = await PushService(None, home).public_key()
+            print(turns, key == again, (home / KEY_FILE).is_file())
 
 
     asyncio.run(main())
