@@ -5,9 +5,10 @@ SQLite in a temp home), timed from the exec to the first 200 from `/readyz` (pro
 5 ms): once on a fresh home (the migrations run) and --runs times on that existing home; then
 the idle server's RSS and its CPU time spent starting (its own rusage, stable on a busy
 machine where wall time is not). Last, the first uses after a start that load code or build
-something once (the web client's page, an agent session, the OpenAPI document, the VAPID key),
-each against a second one: how long it took, and the longest a `/healthz` probed every 5 ms
-waited meanwhile (how long the event loop, so every stream and request, was held).
+something once (the web client's page, an event stream, an agent session, the OpenAPI document,
+the VAPID key), each against a second one: how long it took, and the longest a `/healthz` probed
+every 5 ms from another process waited meanwhile (how long the event loop, so every stream and
+request, was held).
 
 Run: .venv/bin/python -m bench.startup [--runs 3]
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,38 +35,60 @@ TARGETS = "targets (issue 17): ready < 1.5 s on an existing home (median), idle 
 POLL = 0.005  # /readyz probe interval, s (and /healthz's: LoopProbe)
 
 
+# The probe runs in a process of its own: in this one, its round trips would also wait for this
+# process's GIL, held by the very client code whose first use is being timed.
+PROBE = """
+import sys, time, httpx
+with httpx.Client(base_url=sys.argv[1]) as http:
+    while True:
+        started = time.monotonic()
+        http.get("/healthz")
+        done = time.monotonic()
+        print(done, (done - started) * 1000, flush=True)
+        time.sleep(float(sys.argv[2]))
+"""
+
+
 class LoopProbe:
-    """GET /healthz every POLL on a thread of its own; `longest()` is the longest round trip
-    since the last `clear()`, in ms: how long the server's event loop was held meanwhile."""
+    """GET /healthz every POLL from a process of its own; `longest()` is the longest round trip
+    that ended since the last `clear()`, in ms: how long the server's event loop was held
+    meanwhile. (The probe stamps its round trips with the system's monotonic clock, which this
+    process shares.)"""
 
     def __init__(self, server: C2Process) -> None:
         self._url = server.base_url
-        self._waits: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run)
+        self._waits: list[tuple[float, float]] = []  # (ended, ms)
+        self._since = 0.0
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader = threading.Thread(target=self._read)
 
     def __enter__(self) -> LoopProbe:
-        self._thread.start()
-        time.sleep(0.2)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", PROBE, self._url, str(POLL)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader.start()
+        time.sleep(0.5)  # the probe's interpreter starts and its first round trips are in
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        assert self._proc is not None
+        self._proc.terminate()
+        self._proc.wait()
+        self._reader.join()
 
-    def _run(self) -> None:
-        with httpx.Client(base_url=self._url) as http:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                http.get("/healthz")
-                self._waits.append((time.perf_counter() - started) * 1000)
-                time.sleep(POLL)
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            ended, ms = line.split()
+            self._waits.append((float(ended), float(ms)))
 
     def clear(self) -> None:
-        self._waits.clear()
+        self._since = time.monotonic()
 
     def longest(self) -> float:
-        return max(self._waits)
+        return max(ms for ended, ms in self._waits if ended >= self._since)
 
 
 def _timed(
@@ -95,8 +120,16 @@ def first_uses(server: C2Process, workdir: Path) -> list[tuple[str, float, float
         prompt = {"doc": [{"type": "text", "text": "hello"}]}
         http.post(f"/v1/sessions/{sid}/prompt", json=prompt).raise_for_status()
 
+    def stream(http: httpx.Client) -> None:
+        with http.stream("GET", "/v1/events") as frames:
+            frames.raise_for_status()
+            for line in frames.iter_lines():
+                if not line:
+                    return  # the end of the first frame
+
     uses: list[tuple[str, Callable[[httpx.Client], object]]] = [
         ("GET / (the web client)", lambda http: http.get("/").raise_for_status()),
+        ("an event stream's first frame", stream),
         ("a session and its first prompt", session),
         ("GET /openapi.json", lambda http: http.get("/openapi.json").raise_for_status()),
         ("GET /v1/push/vapid-public-key", lambda http: http.get("/v1/push/vapid-public-key")),
