@@ -9,10 +9,9 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import TypeVar
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.e2e.harness import REPO
 
 T = TypeVar("T")
 
