@@ -3,9 +3,11 @@
 What it reads comes from core/event_feed.py; this module only orders and frames it.
 
 The stream subscribes to the bus before it reads anything, so nothing falls between a read
-and the live tail; it sends each sequence at most once (dedup by seq) and catches up from the
-durable log when it lagged. Event frames are encoded once per event (core/event_ring.py) and
-the same bytes go to every stream; a batch of them is one chunk, so one write per client.
+and the live tail. (A welcome snapshot shared with streams that asked earlier can be older
+than the subscription: what was published in between is replayed after it.) It sends each
+sequence at most once (dedup by seq) and catches up from the durable log when it lagged. Event
+frames are encoded once per event (core/event_ring.py) and the same bytes go to every stream;
+a batch of them is one chunk, so one write per client.
 
 A stream writes at most once per `write_interval`: what is published meanwhile goes out with
 the next write. A socket write and the send chain above it cost the same for one frame as for
@@ -109,21 +111,30 @@ class EventStream:
         sub = self._bus.subscribe(
             session=self._session, device_id=self._device_id, backlog=self._backlog
         )
+        published = self._bus.recent.newest  # the subscription gets what comes after this
         try:
             # Revocation closes the device's subscriptions; one revoked between the route's
             # authentication and this subscription had none to close, so look again now.
             if not await self._still_paired():
                 log.info("stream of revoked device %s closed at subscribe", self._device_id)
                 return
-            if self._after is None:
-                yield await self._welcome()
-            else:
-                reason = await self._feed.resync(self._after)
+            after = self._after
+            welcome = after is None
+            if after is not None:
+                reason = await self._feed.resync(after)
                 if reason is not None:
                     yield data_frame(json.dumps({"kind": "resync", "reason": reason}))
-                    yield await self._welcome()
+                    welcome = True
                 else:
-                    self.last = self._after
+                    self.last = after
+                    async for chunk in self._replay():
+                        yield chunk
+            if welcome:
+                yield await self._welcome()
+                if published is not None and 0 <= self.last < published:
+                    # A welcome shared with streams that asked before this one (EventFeed.
+                    # welcome) can be older than this subscription: what was published in
+                    # between is not in its queue, so it comes from the ring (or the log).
                     async for chunk in self._replay():
                         yield chunk
             async with aclosing(self._live(sub)) as live:

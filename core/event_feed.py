@@ -7,6 +7,7 @@ frames. api/stream.py orders and sends them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from c2.core.errors import DomainError, StoreUnavailableError
@@ -35,12 +36,27 @@ class EventFeed:
         self._store, self._recent = store, recent
         # Replay reads, and those of them that went to the database (the ring didn't reach).
         self.replay_reads = self.log_reads = 0
+        self.welcome_reads = 0  # reads of welcome snapshots, each shared by the streams that asked
+        self._welcomes: dict[str | None, asyncio.Future[tuple[SessionPage, int]]] = {}
 
     async def welcome(self, session: str | None = None) -> tuple[SessionPage, int]:
         """The welcome snapshot (one session's, or the first page of the active ones: the
         rest is fetched with its `next_cursor`) and the log position it reflects, from one
-        read transaction; StoreUnavailableError when it can't be read."""
+        read transaction; StoreUnavailableError when it can't be read.
 
+        Streams that ask while a read of the same snapshot is under way share it, so clients
+        reconnecting all at once (after a restart, a network drop) cost one read and one
+        encoding of each record, not one per client. Any snapshot is a correct welcome with
+        the position it reflects: each stream then replays what committed after it."""
+        pending = self._welcomes.get(session)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read_welcome(session))
+            self._welcomes[session] = pending
+            pending.add_done_callback(lambda _: self._welcomes.pop(session, None))
+        # One stream that goes away must not cancel the read the others wait for.
+        return await asyncio.shield(pending)
+
+    async def _read_welcome(self, session: str | None) -> tuple[SessionPage, int]:
         def read(r: ReadUnit) -> tuple[SessionPage, int]:
             if session is None:
                 page = read_session_page(r, None, None)
@@ -49,6 +65,7 @@ class EventFeed:
                 page = SessionPage([] if record is None or record.archived else [record], None)
             return page, r.events.last_seq()
 
+        self.welcome_reads += 1
         try:
             return await self._store.read(read)
         except DomainError:

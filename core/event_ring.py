@@ -52,6 +52,8 @@ class EventRing:
         # Every event with a greater sequence is held; None until the first batch, as the
         # events committed before the ring existed are only in the log.
         self._floor: int | None = None
+        # The newest event taken (held or, if it alone outgrew the bound, already evicted).
+        self.newest: int | None = None
         # The last `frames` call: its events (held, so the identity stays theirs) and bytes.
         self._joined_for: Sequence[CommittedEvent] | None = None
         self._joined = b""
@@ -62,6 +64,7 @@ class EventRing:
             return
         if self._floor is None:
             self._floor = events[0].seq - 1
+        self.newest = events[-1].seq
         for ev in events:
             frame = event_frame(ev)
             self._events.append(ev)

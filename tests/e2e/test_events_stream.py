@@ -8,10 +8,11 @@ from functools import partial
 
 import anyio
 import httpx
+import pytest
 
 from c2.core.protocol.events import ErrorEvent
 from c2.core.session import SessionRecord, utcnow
-from c2.core.session_list import DEFAULT_LIMIT
+from c2.core.session_list import DEFAULT_LIMIT, SessionPage
 from c2.core.store.database import UnitOfWork
 from tests.conftest import LiveServer, ServerFactory, SSEClient
 
@@ -97,6 +98,45 @@ async def test_events_stream_fans_out_in_one_order(live_server: LiveServer, open
     assert [f.id for f in got_a] == seqs
     assert [f.id for f in got_a] == [f.id for f in got_b]
     assert [f.data for f in got_a] == [f.data for f in got_b]
+
+
+async def test_streams_opened_together_while_events_commit_each_get_every_event_once(
+    live_server: LiveServer, open_stream, monkeypatch: pytest.MonkeyPatch
+):
+    """Streams that open while one welcome read is under way share it (core/event_feed.py),
+    though events keep committing after its snapshot and before they subscribe: after its
+    welcome each stream gets every event past the welcome's `through`, in order, none
+    missing. The shared read is held 1 s after its snapshot, as a busy server might."""
+    feed, store = live_server.services.feed, live_server.services.store
+    read_welcome = feed._read_welcome
+
+    async def slow_welcome(session: str | None) -> tuple[SessionPage, int]:
+        snapshot = await read_welcome(session)
+        await asyncio.sleep(1.0)
+        return snapshot
+
+    monkeypatch.setattr(feed, "_read_welcome", slow_welcome)
+
+    async def produce() -> None:
+        for i in range(60):
+            await store.write(partial(_emit_error, f"p{i}"))
+            await asyncio.sleep(0.01)
+
+    first = await open_stream(live_server)  # starts the shared read
+    producing = asyncio.ensure_future(live_server.acall(produce, timeout=60))
+    later = []
+    for _ in range(8):  # each opens while the read is held and events commit
+        await asyncio.sleep(0.02)
+        later.append(await open_stream(live_server))
+    await producing
+    last = await live_server.acall(lambda: store.read(lambda r: r.events.last_seq()))
+    assert feed.welcome_reads == 1
+    for stream in [first, *later]:
+        welcome = await stream.next()
+        assert welcome is not None and welcome.kind == "sessions"
+        through = welcome.data["through"]
+        got = await stream.events(last - through)
+        assert [f.id for f in got] == list(range(through + 1, last + 1))
 
 
 async def test_events_stream_resumes_after_restart(servers: ServerFactory, open_stream):

@@ -45,20 +45,22 @@ class _RingOnlyFeed(EventFeed):
     """The stream's reads without a database: an empty welcome at position 0, and replays
     from the ring only."""
 
-    def __init__(self, ring: EventRing) -> None:
-        self._recent = ring
+    def __init__(self, ring: EventRing, through: int = 0) -> None:
+        self._recent, self._through = ring, through
         self.replay_reads = self.log_reads = 0
 
     async def welcome(self, session: str | None = None) -> tuple[SessionPage, int]:
-        return SessionPage([], None), 0
+        return SessionPage([], None), self._through
 
 
-def _stream(bus: EventBus, write_interval: float, ping: float = 60) -> EventStream:
+def _stream(
+    bus: EventBus, write_interval: float, ping: float = 60, feed: EventFeed | None = None
+) -> EventStream:
     async def paired() -> bool:
         return True
 
     return EventStream(
-        feed=_RingOnlyFeed(bus.recent),
+        feed=feed or _RingOnlyFeed(bus.recent),
         bus=bus,
         device_id="d",
         session=None,
@@ -92,6 +94,22 @@ async def test_stream_writes_what_is_published_within_its_write_interval_with_th
     assert await following == event_frame(_event(2)) + event_frame(_event(3))
     await frames.aclose()
     assert bus.subscriber_count == 0
+
+
+async def test_a_welcome_older_than_the_subscription_is_followed_by_what_came_between():
+    """A welcome shared with streams that asked earlier can reflect the log before this
+    stream subscribed: the events published in between follow it from the ring, before the
+    live ones, each once."""
+    bus = EventBus()
+    bus.publish([_event(1), _event(2)])
+    bus.publish([_event(3)])
+    frames = _stream(bus, write_interval=0, feed=_RingOnlyFeed(bus.recent, through=1)).frames()
+    welcome = await anext(frames)
+    assert b'"kind":"sessions"' in welcome and welcome.startswith(b"id: 1\n")
+    assert await anext(frames) == event_frame(_event(2)) + event_frame(_event(3))
+    bus.publish([_event(3), _event(4)])
+    assert await anext(frames) == event_frame(_event(4))
+    await frames.aclose()
 
 
 async def test_stream_without_a_write_interval_writes_each_wake():
