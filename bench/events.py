@@ -1,5 +1,5 @@
 """Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory,
-and 100 clients of which 10 stop reading.
+a reconnect storm, and 100 clients of which 10 stop reading.
 
 The server (real app, real uvicorn on 127.0.0.1 on `c2 serve`'s event loop, SQLite in a temp
 home) runs in this process; events are committed through its Store, one event per write job
@@ -7,12 +7,14 @@ home) runs in this process; events are committed through its Store, one event pe
 clients run in a subprocess (raw asyncio streams) and report receipt times, so latency is
 commit → client receipt.
 
-Each client count runs twice: flat out (throughput; latency then includes queueing) and paced
-at --rate events/s (rate/5 for 100 clients) for commit → receipt latency under steady load.
-Last, 100 clients at 1,000 events/s for 10 s, then the same with 10 of them reading nothing
-after their welcome frame (issue 17): the other 90 must lose nothing and keep their p99.
+First the memory an idle stream holds, and 500 streams opened at once (clients reconnecting
+after a restart). Each client count then runs twice: flat out (throughput; latency then
+includes queueing) and paced at --rate events/s (rate/5 for 100 clients) for commit → receipt
+latency under steady load. Last, 100 clients at 1,000 events/s for 10 s, then the same with 10
+of them reading nothing after their welcome frame (issue 17): the other 90 must lose nothing
+and keep their p99.
 
-Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 200]
+Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 100]
 [--write-interval-ms 10]
 """
 
@@ -23,6 +25,7 @@ import asyncio
 import gc
 import json
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -49,6 +52,8 @@ WINDOW = 1024  # write jobs in flight at once
 SEED_BATCH = 2_000  # rows per seeding write job (sessions here, chunks in bench/pages.py)
 # The issue's measure of an idle stream: RSS growth over 100 streams, 100 sessions stored.
 IDLE_SESSIONS = 100
+# Clients reconnecting at once (after a restart): one welcome read shared, not one each.
+STORM_STREAMS = 500
 PACE_TICK = 0.002  # seconds between paced submissions
 LATENCY_STREAMS = 10  # streams per client process whose every event is timed
 # Issue 17's stalled readers: 100 clients at 1,000 events/s for 10 s, 10 of them not reading.
@@ -118,6 +123,7 @@ async def _client(
 ) -> None:
     """`streams` streams; the first `stall` read their welcome frame and then nothing."""
     conns = [Stream(port, bearer) for _ in range(streams)]
+    print("opening", flush=True)
     await asyncio.gather(*(c.open(stalled=i < stall) for i, c in enumerate(conns)))
     print("ready", flush=True)
     if hold:
@@ -234,22 +240,34 @@ class Server:
 def _spawn(
     server: Server, streams: int, expect: int, idle: bool, stall: int = 0
 ) -> subprocess.Popen[str]:
+    """A client process with its streams open (each has had its welcome frame)."""
+    proc = _client_process(server, streams, expect, idle, stall)
+    _await_line(proc, "opening")
+    _await_line(proc, "ready")
+    return proc
+
+
+def _client_process(
+    server: Server, streams: int, expect: int, idle: bool, stall: int = 0
+) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "bench.events", "--client", "--port", str(server.port)]
-    args += ["--bearer", server.bearer, "--streams", str(streams), "--expect", str(expect)]
+    args += [f"--bearer={server.bearer}", "--streams", str(streams), "--expect", str(expect)]
     args += ["--stall", str(stall)]
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         args + (["--hold"] if idle else []),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[1],
     )
+
+
+def _await_line(proc: subprocess.Popen[str], expected: str) -> None:
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
-    if line != "ready":
+    if line != expected:
         proc.kill()
-        raise RuntimeError(f"client failed to start: {line!r}")
-    return proc
+        raise RuntimeError(f"client said {line!r}, not {expected!r}")
 
 
 def _rss_kib() -> int:
@@ -321,37 +339,79 @@ def stalled_readers(server: Server, streams: int, stalled: int, rate: float, eve
 
 
 def idle_memory(server: Server, streams: int) -> None:
-    """Memory per idle stream, `IDLE_SESSIONS` sessions stored (so the welcome frame is a full
-    page), twice: RSS growth, as the issue measured it (from the second round on, memory the
-    first round's streams freed is reused, so RSS under-counts), and the Python allocations
-    the open streams hold (tracemalloc; what each further stream costs)."""
+    """Memory per idle stream, `IDLE_SESSIONS` sessions stored (so each welcome frame is a full
+    page). RSS first, as the issue measured it, with tracemalloc off (its own bookkeeping for
+    every allocation grows RSS as much as the streams do): one stream pays what a first stream
+    pays once, then `streams` open at once (their welcomes' garbage, freed but kept by the
+    allocator, counts too), then `streams` more beside them (built in memory the first batch's
+    garbage left free: nearly what each holds). Then the Python objects a further `streams`
+    hold (tracemalloc): what each stream costs, whatever the allocator does."""
     server.seed_sessions(IDLE_SESSIONS)
-    for round_ in ("first", "second"):
-        gc.collect()
-        before = _rss_kib()
-        tracemalloc.start()
+    held_open = [_spawn(server, 1, 0, idle=True)]
+    rss = [_settled_rss_kib()]
+    for _ in range(2):
+        held_open.append(_spawn(server, streams, 0, idle=True))
+        rss.append(_settled_rss_kib())
+    tracemalloc.start()
+    try:
         held_before = tracemalloc.get_traced_memory()[0]
-        proc = _spawn(server, streams, 0, idle=True)
+        held_open.append(_spawn(server, streams, 0, idle=True))
         time.sleep(1.0)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - held_before
+    finally:
         tracemalloc.stop()
-        after = _rss_kib()
-        subscribers = server.services.bus.subscriber_count
+    subscribers = server.services.bus.subscriber_count
+    for proc in held_open:
         proc.communicate("", timeout=30)
-        print(
-            f"idle streams {subscribers} ({round_} round, {IDLE_SESSIONS} sessions stored): "
-            f"RSS +{(after - before) / max(1, streams):.1f} KiB per stream, Python objects held "
-            f"{held / 1024 / max(1, streams):.1f} KiB per stream (target < 32 KiB)",
-            flush=True,
-        )
-        time.sleep(0.5)  # the closed streams' tasks finish
+    first, beside = (rss[1] - rss[0]) / streams, (rss[2] - rss[1]) / streams
+    print(
+        f"idle streams ({subscribers} open, {IDLE_SESSIONS} sessions stored), per stream: RSS "
+        f"+{first:.1f} KiB for {streams} opened at once after a first one, +{beside:.1f} KiB for "
+        f"{streams} more beside them; Python objects held {held / 1024 / streams:.1f} KiB "
+        f"(target < 32 KiB)",
+        flush=True,
+    )
+    time.sleep(0.5)  # the closed streams' tasks finish
+
+
+def reconnect_storm(server: Server, streams: int) -> None:
+    """`streams` streams opened at once, as clients reconnect after a restart: from the first
+    connect until every stream has its welcome frame, the server's CPU per stream (this
+    process's, whose only other thread waits on the client), and the session-list reads
+    their welcomes took."""
+    feed = server.services.feed
+    proc = _client_process(server, streams, 0, idle=True)
+    _await_line(proc, "opening")
+    reads, cpu, start = feed.welcome_reads, _cpu_seconds(), time.monotonic()
+    _await_line(proc, "ready")
+    took, used = time.monotonic() - start, _cpu_seconds() - cpu
+    proc.communicate("", timeout=30)
+    print(
+        f"reconnect storm: {streams} streams opened at once ({IDLE_SESSIONS} sessions stored), "
+        f"all welcomed in {took * 1000:.0f} ms, server CPU {used * 1000 / streams:.2f} ms per "
+        f"stream, {feed.welcome_reads - reads} session-list read(s)",
+        flush=True,
+    )
+    time.sleep(0.5)  # the closed streams' tasks finish
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _settled_rss_kib() -> int:
+    """RSS once the streams just opened have sent their welcome frames and gone idle."""
+    time.sleep(1.0)
+    gc.collect()
+    return _rss_kib()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--idle", type=int, default=200)
+    parser.add_argument("--idle", type=int, default=100)
     parser.add_argument("--rate", type=float, default=5000, help="paced rate for latency")
     parser.add_argument(
         "--write-interval-ms",
@@ -377,6 +437,7 @@ def main() -> None:
         try:
             server.run(server.produce(1000))  # warm-up: connections, statements, page cache
             idle_memory(server, args.idle)
+            reconnect_storm(server, STORM_STREAMS)
             for streams, rate in ((1, args.rate), (10, args.rate), (100, args.rate / 5)):
                 fan_out(server, streams, args.events, rate)
             stalled_readers(server, 100, 10, STALL_RATE, STALL_EVENTS)
