@@ -1,5 +1,5 @@
 """Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory,
-a reconnect storm, and 100 clients of which 10 stop reading.
+a storm of new streams, and 100 clients of which 10 stop reading.
 
 The server (real app, real uvicorn on 127.0.0.1 on `c2 serve`'s event loop, SQLite in a temp
 home) runs in this process; events are committed through its Store, one event per write job
@@ -7,12 +7,12 @@ home) runs in this process; events are committed through its Store, one event pe
 clients run in a subprocess (raw asyncio streams) and report receipt times, so latency is
 commit → client receipt.
 
-First the memory an idle stream holds, and 500 streams opened at once (clients reconnecting
-after a restart). Each client count then runs twice: flat out (throughput; latency then
-includes queueing) and paced at --rate events/s (rate/5 for 100 clients) for commit → receipt
-latency under steady load. Last, 100 clients at 1,000 events/s for 10 s, then the same with 10
-of them reading nothing after their welcome frame (issue 17): the other 90 must lose nothing
-and keep their p99.
+First the memory an idle stream holds, and 500 new streams opened at once (clients without a
+position to resume from, each welcomed with the session list). Each client count then runs
+twice: flat out (throughput; latency then includes queueing) and paced at --rate events/s
+(rate/5 for 100 clients) for commit → receipt latency under steady load. Last, 100 clients at
+1,000 events/s for 10 s, then the same with 10 of them reading nothing after their welcome
+frame (issue 17): the other 90 must lose nothing and keep their p99.
 
 Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 100]
 [--write-interval-ms 10]
@@ -52,7 +52,7 @@ WINDOW = 1024  # write jobs in flight at once
 SEED_BATCH = 2_000  # rows per seeding write job (sessions here, chunks in bench/pages.py)
 # The issue's measure of an idle stream: RSS growth over 100 streams, 100 sessions stored.
 IDLE_SESSIONS = 100
-# Clients reconnecting at once (after a restart): one welcome read shared, not one each.
+# New streams opened at once: one welcome read shared, not one each.
 STORM_STREAMS = 500
 PACE_TICK = 0.002  # seconds between paced submissions
 LATENCY_STREAMS = 10  # streams per client process whose every event is timed
@@ -375,8 +375,8 @@ def idle_memory(server: Server, streams: int) -> None:
     time.sleep(0.5)  # the closed streams' tasks finish
 
 
-def reconnect_storm(server: Server, streams: int) -> None:
-    """`streams` streams opened at once, as clients reconnect after a restart: from the first
+def welcome_storm(server: Server, streams: int) -> None:
+    """`streams` new streams opened at once (page loads after a deploy, say): from the first
     connect until every stream has its welcome frame, the server's CPU per stream (this
     process's, whose only other thread waits on the client), and the session-list reads
     their welcomes took."""
@@ -388,7 +388,7 @@ def reconnect_storm(server: Server, streams: int) -> None:
     took, used = time.monotonic() - start, _cpu_seconds() - cpu
     proc.communicate("", timeout=30)
     print(
-        f"reconnect storm: {streams} streams opened at once ({IDLE_SESSIONS} sessions stored), "
+        f"new streams: {streams} opened at once ({IDLE_SESSIONS} sessions stored), "
         f"all welcomed in {took * 1000:.0f} ms, server CPU {used * 1000 / streams:.2f} ms per "
         f"stream, {feed.welcome_reads - reads} session-list read(s)",
         flush=True,
@@ -437,7 +437,7 @@ def main() -> None:
         try:
             server.run(server.produce(1000))  # warm-up: connections, statements, page cache
             idle_memory(server, args.idle)
-            reconnect_storm(server, STORM_STREAMS)
+            welcome_storm(server, STORM_STREAMS)
             for streams, rate in ((1, args.rate), (10, args.rate), (100, args.rate / 5)):
                 fan_out(server, streams, args.events, rate)
             stalled_readers(server, 100, 10, STALL_RATE, STALL_EVENTS)

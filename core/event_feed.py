@@ -44,9 +44,10 @@ class EventFeed:
         rest is fetched with its `next_cursor`) and the log position it reflects, from one
         read transaction; StoreUnavailableError when it can't be read.
 
-        Streams that ask while a read of the same snapshot is under way share it, so clients
-        reconnecting all at once (after a restart, a network drop) cost one read and one
-        encoding of each record, not one per client. Any snapshot is a correct welcome with
+        Streams that ask while a read of the same snapshot is under way share it, so many
+        clients opening streams at once without a position (page loads after a deploy,
+        watchers started together, resyncs) cost one read and one encoding of each record,
+        not one per client. Any snapshot is a correct welcome with
         the position it reflects: each stream then replays what committed after it."""
         pending = self._welcomes.get(session)
         if pending is None:
