@@ -47,8 +47,8 @@ class EventFeed:
         Streams that ask while a read of the same snapshot is under way share it, so many
         clients opening streams at once without a position (page loads after a deploy,
         watchers started together, resyncs) cost one read and one encoding of each record,
-        not one per client. Any snapshot is a correct welcome with
-        the position it reflects: each stream then replays what committed after it."""
+        not one per client. Any snapshot is a correct welcome with the position it reflects:
+        each stream then replays what committed after it (api/stream.py)."""
         pending = self._welcomes.get(session)
         if pending is None:
             pending = asyncio.ensure_future(self._read_welcome(session))
