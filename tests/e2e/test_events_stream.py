@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import timedelta
 from functools import partial
 
@@ -104,37 +105,49 @@ async def test_streams_opened_together_while_events_commit_each_get_every_event_
     live_server: LiveServer, open_stream, monkeypatch: pytest.MonkeyPatch
 ):
     """Streams that open while one welcome read is under way share it (core/event_feed.py),
-    though events keep committing after its snapshot and before they subscribe: after its
-    welcome each stream gets every event past the welcome's `through`, in order, none
-    missing. The shared read is held 1 s after its snapshot, as a busy server might."""
+    though events committed after its snapshot were published before they subscribed: after
+    its welcome each stream gets every event past the welcome's `through`, in order, none
+    missing. The shared read is held, after its snapshot, until every stream has asked."""
     feed, store = live_server.services.feed, live_server.services.store
-    read_welcome = feed._read_welcome
+    streams = 9
+    snapshot_taken = threading.Event()
+    asked = 0
+    welcome, read_welcome = feed.welcome, feed._read_welcome
 
-    async def slow_welcome(session: str | None) -> tuple[SessionPage, int]:
+    async def counted_welcome(session: str | None = None) -> tuple[SessionPage, int]:
+        nonlocal asked
+        asked += 1
+        return await welcome(session)
+
+    async def held_read(session: str | None) -> tuple[SessionPage, int]:
         snapshot = await read_welcome(session)
-        await asyncio.sleep(1.0)
+        snapshot_taken.set()
+        for _ in range(2000):  # at most 20 s: a stream that never asks fails the count below
+            if asked == streams:
+                break
+            await asyncio.sleep(0.01)
         return snapshot
 
-    monkeypatch.setattr(feed, "_read_welcome", slow_welcome)
+    monkeypatch.setattr(feed, "welcome", counted_welcome)
+    monkeypatch.setattr(feed, "_read_welcome", held_read)
 
-    async def produce() -> None:
-        for i in range(60):
+    async def produce(count: int, pause: float) -> None:
+        for i in range(count):
             await store.write(partial(_emit_error, f"p{i}"))
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(pause)
 
     first = await open_stream(live_server)  # starts the shared read
-    producing = asyncio.ensure_future(live_server.acall(produce, timeout=60))
-    later = []
-    for _ in range(8):  # each opens while the read is held and events commit
-        await asyncio.sleep(0.02)
-        later.append(await open_stream(live_server))
+    assert await asyncio.to_thread(snapshot_taken.wait, 10)
+    await live_server.acall(lambda: produce(5, 0))  # published before the others subscribe
+    producing = asyncio.ensure_future(live_server.acall(lambda: produce(40, 0.01), timeout=60))
+    later = [await open_stream(live_server) for _ in range(streams - 1)]
     await producing
     last = await live_server.acall(lambda: store.read(lambda r: r.events.last_seq()))
-    assert feed.welcome_reads == 1
+    assert asked == streams and feed.welcome_reads == 1
     for stream in [first, *later]:
-        welcome = await stream.next()
-        assert welcome is not None and welcome.kind == "sessions"
-        through = welcome.data["through"]
+        frame = await stream.next()
+        assert frame is not None and frame.kind == "sessions"
+        through = frame.data["through"]
         got = await stream.events(last - through)
         assert [f.id for f in got] == list(range(through + 1, last + 1))
 
