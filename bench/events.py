@@ -24,8 +24,8 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import re
-import resource
 import socket
 import statistics
 import subprocess
@@ -39,6 +39,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.fleet import cpu_seconds
 from c2.api.app import create_app
 from c2.api.server import C2Server, build_server
 from c2.api.services import Services
@@ -383,9 +384,9 @@ def welcome_storm(server: Server, streams: int) -> None:
     feed = server.services.feed
     proc = _client_process(server, streams, 0, idle=True)
     _await_line(proc, "opening")
-    reads, cpu, start = feed.welcome_reads, _cpu_seconds(), time.monotonic()
+    reads, cpu, start = feed.welcome_reads, cpu_seconds(os.getpid()), time.monotonic()
     _await_line(proc, "ready")
-    took, used = time.monotonic() - start, _cpu_seconds() - cpu
+    took, used = time.monotonic() - start, cpu_seconds(os.getpid()) - cpu
     proc.communicate("", timeout=30)
     print(
         f"new streams: {streams} opened at once ({IDLE_SESSIONS} sessions stored), "
@@ -394,11 +395,6 @@ def welcome_storm(server: Server, streams: int) -> None:
         flush=True,
     )
     time.sleep(0.5)  # the closed streams' tasks finish
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _settled_rss_kib() -> int:

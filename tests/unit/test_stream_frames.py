@@ -42,8 +42,8 @@ def test_resync_reason_only_outside_the_retained_log():
 
 
 class _RingOnlyFeed(EventFeed):
-    """The stream's reads without a database: an empty welcome at position 0, and replays
-    from the ring only."""
+    """The stream's reads without a database: an empty welcome at `through` (0 unless given),
+    and replays from the ring only."""
 
     def __init__(self, ring: EventRing, through: int = 0) -> None:
         self._recent, self._through = ring, through

@@ -1,5 +1,5 @@
-"""Welcome snapshots shared by the streams that ask at once (core/event_feed.py): clients
-reconnecting together cost one read of the session list, on a real SQLite store."""
+"""Welcome snapshots shared by the streams that ask at once (core/event_feed.py): new streams
+opened together cost one read of the session list, on a real SQLite store."""
 
 from __future__ import annotations
 
