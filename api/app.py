@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from c2.api.authn import single_valued_query
+from c2.api.detach import Detacher
 from c2.api.error_handlers import install_error_handlers
 from c2.api.forward import ClusterForwarder
 from c2.api.guard import RequestGuard
@@ -120,7 +121,8 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
             expose_headers=["Request-Id", "Retry-After", "Idempotent-Replayed"],
             max_age=600,
         )
-    app.add_middleware(HostAllowlist, allowed=settings.allow_hosts)  # outermost
+    app.add_middleware(HostAllowlist, allowed=settings.allow_hosts)
+    app.add_middleware(Detacher)  # outermost: serves event streams after the chain unwinds
     install_openapi(app)
     build_route_state(app)
     return app

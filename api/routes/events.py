@@ -4,9 +4,11 @@ Authenticates by bearer or single-use ticket, resolves the resume position (`Las
 wins over `?after=`), then hands the connection to an EventStream (frames and the `: ping`
 heartbeat) under sse-starlette's response (headers, HEAD, the disconnect listener) with c2's own
 send loop (EventStreamResponse: what an idle stream holds is kept small, and each batch of
-frames goes straight to the socket where the connection allows it, api/http11.py). A client
-that stops reading is dropped after the send timeout with one log line, no traceback. A device
-holds at most `max_streams_per_device` streams (429 past it).
+frames goes straight to the socket where the connection allows it, api/http11.py). The
+response streams once the request's middlewares and routing have returned (api/detach.py), so
+an open stream holds none of them. A client that stops reading is dropped after the send
+timeout with one log line, no traceback. A device holds at most `max_streams_per_device`
+streams (429 past it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
 from c2.api.authn import DeviceDep, ServicesDep
+from c2.api.detach import DETACH
 from c2.api.errors import TooManyStreamsError
 from c2.api.frames import StreamFrame
 from c2.api.http11 import CHUNK_WRITER, ChunkWriter
@@ -63,6 +66,10 @@ class EventStreamResponse(EventSourceResponse):
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # sse-starlette's lock keeps its pinger's sends apart from the frames'; c2 runs no
+        # pinger (EventStream sends the pings among the frames), and the lock's queue was
+        # held by every idle stream.
+        del self._send_lock
         self.device_id = device_id
         # Hands the stream the socket writer, for live batches (api/stream.py).
         self._write_directly = write_directly
@@ -97,9 +104,10 @@ class EventStreamResponse(EventSourceResponse):
         """Stream the frames in a task of their own, ended when the client disconnects.
 
         The frames run in their own task because a stream wakes once per batch, and each wake
-        resumes its task's whole chain of awaits: in the request's task that is the server,
-        every middleware and the router above the response, ~30 coroutines deep, against ~5
-        in a task of its own (bench/fleet.py). The request's task waits for it once.
+        resumes its task's whole chain of awaits: in the request's task that is the server
+        and the app's outer layers above the detached response (api/detach.py), 9 coroutines
+        deep (~30 before it detached), against ~5 in a task of its own (bench/fleet.py). The
+        request's task waits for it once.
 
         sse-starlette runs a task group of four tasks per stream for this (frames, ping,
         shutdown signal, disconnect). c2 sends its own pings, and ends its streams at shutdown
@@ -159,9 +167,8 @@ class EventStreamResponse(EventSourceResponse):
             except BaseException:
                 await self._close_frames()
                 raise
-        async with self._send_lock:
-            self.active = False
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.active = False
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _close_frames(self) -> None:
         """Close the frame generator (suspended at a yield) so its cleanup runs before a send's
@@ -191,6 +198,13 @@ class EventStreamResponse(EventSourceResponse):
             self._watchdog = loop.call_at(started + timeout, self._watch)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detach = scope.get(DETACH)
+        if detach is not None and scope["method"] == "GET":
+            detach(partial(self._serve, scope, receive, send))  # api/detach.py
+        else:
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             if scope["type"] == "http" and scope["method"] == "GET":
                 await self._respond(scope, receive, send)

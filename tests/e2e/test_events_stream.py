@@ -6,6 +6,7 @@ import asyncio
 import threading
 from datetime import timedelta
 from functools import partial
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -293,6 +294,34 @@ async def test_events_stream_sends_ping_comments(servers: ServerFactory, open_st
     with anyio.move_on_after(1.0):
         await stream.next(timeout=2)
     assert "ping" in stream.comments
+
+
+async def test_an_open_stream_holds_none_of_the_request_machinery(
+    live_server: LiveServer, open_stream
+):
+    """Once a stream is open, its request's task waits below c2's outermost middleware alone:
+    no other middleware, router or FastAPI dependency frame stays alive for as long as the
+    stream does (api/detach.py). They were a third of what an idle stream held."""
+    stream = await open_stream(live_server)
+    assert (await stream.next()).kind == "sessions"
+
+    async def streams_awaits() -> list[list[tuple[str, str]]]:
+        chains = []
+        for task in asyncio.all_tasks():
+            chain, coro = [], cast(Any, task.get_coro())
+            while coro is not None and hasattr(coro, "cr_code"):  # down to a future or generator
+                chain.append((coro.cr_code.co_filename, coro.cr_code.co_qualname))
+                coro = coro.cr_await
+            if any(name == "EventStreamResponse._respond" for _, name in chain):
+                chains.append(chain)
+        return chains
+
+    (chain,) = await live_server.acall(streams_awaits)
+    names = [name for _, name in chain]
+    assert "Detacher.__call__" in names, names
+    below = names[names.index("Detacher.__call__") + 1 :]
+    assert below == ["EventStreamResponse._serve", "EventStreamResponse._respond"]
+    assert not [name for file, name in chain if "fastapi/routing" in file or "c2/api/guard" in file]
 
 
 async def test_events_stream_ends_on_server_shutdown(live_server: LiveServer, open_stream):
