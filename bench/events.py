@@ -1,5 +1,6 @@
 """Event-log fan-out: commit throughput, SSE delivery to 1/10/100 clients, latency, idle memory,
-a storm of new streams, and 100 clients of which 10 stop reading.
+a storm of new streams, 100 clients of which 10 stop reading, and a storm of resumes after a
+restart.
 
 The server (real app, real uvicorn on 127.0.0.1 on `c2 serve`'s event loop, SQLite in a temp
 home) runs in this process; events are committed through its Store, one event per write job
@@ -10,9 +11,10 @@ commit → client receipt.
 First the memory an idle stream holds, and 500 new streams opened at once (clients without a
 position to resume from, each welcomed with the session list). Each client count then runs
 twice: flat out (throughput; latency then includes queueing) and paced at --rate events/s
-(rate/5 for 100 clients) for commit → receipt latency under steady load. Last, 100 clients at
-1,000 events/s for 10 s, then the same with 10 of them reading nothing after their welcome
-frame (issue 17): the other 90 must lose nothing and keep their p99.
+(rate/5 for 100 clients) for commit → receipt latency under steady load. Then 100 clients at
+1,000 events/s for 10 s, and the same with 10 of them reading nothing after their welcome
+frame (issue 17): the other 90 must lose nothing and keep their p99. Last, a restart, and 500
+clients resuming at once with `Last-Event-ID` (what the web client does after a deploy).
 
 Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 100]
 [--write-interval-ms 10]
@@ -35,6 +37,7 @@ import threading
 import time
 import tracemalloc
 from collections import deque
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,8 @@ SEED_BATCH = 2_000  # rows per seeding write job (sessions here, chunks in bench
 IDLE_SESSIONS = 100
 # New streams opened at once: one welcome read shared, not one each.
 STORM_STREAMS = 500
+# Events each client of the resume storm missed before the restart.
+RESUME_MISSED = 10
 PACE_TICK = 0.002  # seconds between paced submissions
 LATENCY_STREAMS = 10  # streams per client process whose every event is timed
 # Issue 17's stalled readers: 100 clients at 1,000 events/s for 10 s, 10 of them not reading.
@@ -79,7 +84,7 @@ class Stream:
         self.port, self.bearer = port, bearer
         self.carry = b""
 
-    async def open(self, stalled: bool = False) -> None:
+    async def open(self, stalled: bool = False, after: int | None = None) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if stalled:
             # A reader that stops: a small receive buffer closes its TCP window within a few
@@ -87,13 +92,14 @@ class Stream:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, STALLED_RCVBUF)
         sock.connect(("127.0.0.1", self.port))
         self.reader, self.writer = await asyncio.open_connection(sock=sock)
+        resume = "" if after is None else f"Last-Event-ID: {after}\r\n"
         self.writer.write(
             f"GET /v1/events HTTP/1.0\r\nHost: 127.0.0.1\r\n"
-            f"Authorization: Bearer {self.bearer}\r\n\r\n".encode()
+            f"Authorization: Bearer {self.bearer}\r\n{resume}\r\n".encode()
         )
         head = await self.reader.readuntil(b"\r\n\r\n")
         assert b" 200 " in head.split(b"\r\n", 1)[0], head
-        while b"\n\n" not in self.carry:  # the welcome `sessions` frame
+        while b"\n\n" not in self.carry:  # the welcome `sessions` frame, or the first replayed
             self.carry += await self.reader.read(1 << 16)
         self.carry = self.carry[self.carry.index(b"\n\n") + 2 :]
 
@@ -120,12 +126,19 @@ class Stream:
 
 
 async def _client(
-    port: int, bearer: str, streams: int, expect: int, hold: bool, stall: int = 0
+    port: int,
+    bearer: str,
+    streams: int,
+    expect: int,
+    hold: bool,
+    stall: int = 0,
+    after: int | None = None,
 ) -> None:
-    """`streams` streams; the first `stall` read their welcome frame and then nothing."""
+    """`streams` streams (resuming after `after`, if given); the first `stall` read their
+    first frame and then nothing."""
     conns = [Stream(port, bearer) for _ in range(streams)]
     print("opening", flush=True)
-    await asyncio.gather(*(c.open(stalled=i < stall) for i, c in enumerate(conns)))
+    await asyncio.gather(*(c.open(stalled=i < stall, after=after) for i, c in enumerate(conns)))
     print("ready", flush=True)
     if hold:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -146,6 +159,7 @@ class Server:
     def __init__(
         self, home: Path, write_interval_ms: float = Settings.stream_write_interval_ms
     ) -> None:
+        self.home, self.write_interval_ms = home, write_interval_ms
         # Every bench stream is one device's: lift the per-device stream cap (docs/security.md).
         settings = Settings(
             home=home,
@@ -249,11 +263,16 @@ def _spawn(
 
 
 def _client_process(
-    server: Server, streams: int, expect: int, idle: bool, stall: int = 0
+    server: Server,
+    streams: int,
+    expect: int,
+    idle: bool,
+    stall: int = 0,
+    after: int | None = None,
 ) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "bench.events", "--client", "--port", str(server.port)]
     args += [f"--bearer={server.bearer}", "--streams", str(streams), "--expect", str(expect)]
-    args += ["--stall", str(stall)]
+    args += ["--stall", str(stall)] + ([] if after is None else ["--after", str(after)])
     return subprocess.Popen(
         args + (["--hold"] if idle else []),
         stdin=subprocess.PIPE,
@@ -383,18 +402,46 @@ def welcome_storm(server: Server, streams: int) -> None:
     their welcomes took."""
     feed = server.services.feed
     proc = _client_process(server, streams, 0, idle=True)
-    _await_line(proc, "opening")
-    reads, cpu, start = feed.welcome_reads, cpu_seconds(os.getpid()), time.monotonic()
-    _await_line(proc, "ready")
-    took, used = time.monotonic() - start, cpu_seconds(os.getpid()) - cpu
-    proc.communicate("", timeout=30)
+    took, used, reads = _storm(proc, lambda: feed.welcome_reads)
     print(
         f"new streams: {streams} opened at once ({IDLE_SESSIONS} sessions stored), "
         f"all welcomed in {took * 1000:.0f} ms, server CPU {used * 1000 / streams:.2f} ms per "
-        f"stream, {feed.welcome_reads - reads} session-list read(s)",
+        f"stream, {reads} session-list read(s)",
         flush=True,
     )
     time.sleep(0.5)  # the closed streams' tasks finish
+
+
+def resume_storm(server: Server, streams: int, missed: int) -> Server:
+    """A restart, then `streams` clients resuming at once with `Last-Event-ID`, each having
+    missed the last `missed` events before it (the web client reconnecting after a deploy):
+    from the first connect until every stream has its first replayed frame, the server's CPU
+    per stream, and how many of their replays read the log. Returns the restarted server."""
+    head = server.run(server.services.store.read(lambda r: r.events.last_seq()))
+    server.stop()
+    restarted = Server(server.home, server.write_interval_ms)
+    feed = restarted.services.feed
+    proc = _client_process(restarted, streams, 0, idle=True, after=head - missed)
+    took, used, reads = _storm(proc, lambda: feed.log_reads)
+    print(
+        f"resumed streams: {streams} resuming at once after a restart, {missed} events missed "
+        f"each, all replayed in {took * 1000:.0f} ms, server CPU {used * 1000 / streams:.2f} ms "
+        f"per stream, {reads} replay(s) read from the log",
+        flush=True,
+    )
+    return restarted
+
+
+def _storm(proc: subprocess.Popen[str], count: Callable[[], int]) -> tuple[float, float, int]:
+    """From the client's first connect until each of its streams has its first frame: the
+    seconds, the server's CPU seconds (this process's, whose only other thread waits on the
+    client), and how much `count` grew meanwhile."""
+    _await_line(proc, "opening")
+    before, cpu, start = count(), cpu_seconds(os.getpid()), time.monotonic()
+    _await_line(proc, "ready")
+    took, used = time.monotonic() - start, cpu_seconds(os.getpid()) - cpu
+    proc.communicate("", timeout=30)
+    return took, used, count() - before
 
 
 def _settled_rss_kib() -> int:
@@ -422,10 +469,19 @@ def main() -> None:
     parser.add_argument("--expect", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stall", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--after", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         asyncio.run(
-            _client(args.port, args.bearer, args.streams, args.expect, args.hold, args.stall)
+            _client(
+                args.port,
+                args.bearer,
+                args.streams,
+                args.expect,
+                args.hold,
+                args.stall,
+                args.after,
+            )
         )
         return
     with tempfile.TemporaryDirectory(prefix="c2-bench-") as tmp:
@@ -437,6 +493,7 @@ def main() -> None:
             for streams, rate in ((1, args.rate), (10, args.rate), (100, args.rate / 5)):
                 fan_out(server, streams, args.events, rate)
             stalled_readers(server, 100, 10, STALL_RATE, STALL_EVENTS)
+            server = resume_storm(server, STORM_STREAMS, RESUME_MISSED)
         finally:
             server.stop()
 

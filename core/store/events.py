@@ -39,6 +39,9 @@ _AT_OR_AFTER = (
 _SEQ_CLASS = 0x6333
 _SEQ_LOCK = text("SELECT pg_advisory_xact_lock(:a, hashtext(current_schema()))")
 _MAX_SEQ = select(func.max(_EVENTS.c.seq))
+# Each end on its own: SQLite answers a lone min() or max() from the key's end, but a SELECT
+# of both scans the whole log (45 ms at 200,000 events, for every stream that resumes).
+_BOUNDS = select(select(func.min(_EVENTS.c.seq)).scalar_subquery(), _MAX_SEQ.scalar_subquery())
 # A cluster's live fan-out (core/cluster/fanout.py): only the position travels, at COMMIT.
 _NOTIFY_LOG = text("SELECT pg_notify('c2_log_' || md5(current_schema()), :p)")
 
@@ -94,7 +97,7 @@ class EventLog:
 
     def bounds(self) -> LogBounds:
         """The oldest and newest seq retained."""
-        row = self._conn.execute(select(func.min(_EVENTS.c.seq), func.max(_EVENTS.c.seq))).one()
+        row = self._conn.execute(_BOUNDS).one()
         return LogBounds(first=row[0], last=row[1] or 0)
 
     def last_seq(self) -> int:
