@@ -59,7 +59,10 @@ class EventRing:
         self._joined = b""
 
     def extend(self, events: list[CommittedEvent]) -> None:
-        """Take one commit batch (in sequence order, after every earlier batch)."""
+        """Take one commit batch (in sequence order, after every earlier batch; what the ring
+        already took, from a seed read after that batch committed, is skipped)."""
+        if events and self.newest is not None and events[0].seq <= self.newest:
+            events = [ev for ev in events if ev.seq > self.newest]
         if not events:
             return
         if self._floor is None:
@@ -76,6 +79,16 @@ class EventRing:
             old = self._events.popleft()
             self._bytes -= len(self._frames.pop(old.seq))
             self._floor = old.seq
+
+    def seed(self, newest: list[CommittedEvent]) -> None:
+        """Take the log's newest events (in sequence order: every event after the first one's
+        predecessor, up to the log's head when read), if the ring has taken nothing yet.
+
+        A started server's ring is empty, so every client resuming after a restart read its
+        gap from the database, each stream its own read; seeded at start, the ring answers
+        those within its reach as it answers any resume (bench/events.py)."""
+        if self._floor is None:
+            self.extend(newest)
 
     def frame(self, ev: CommittedEvent) -> bytes:
         """`ev`'s frame: the shared bytes while it is held, else encoded now."""

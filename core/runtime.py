@@ -21,7 +21,7 @@ from c2.core.bus import EventBus
 from c2.core.cluster.fanout import LogFollower, PeerListener
 from c2.core.cluster.membership import ClusterConfig, Membership
 from c2.core.engine import Engine
-from c2.core.event_feed import EventFeed
+from c2.core.event_feed import REPLAY_BATCH, EventFeed
 from c2.core.home import HomeLock, open_home, sqlite_url
 from c2.core.idempotent import IdempotentOps
 from c2.core.notify.payloads import notifiable
@@ -103,8 +103,8 @@ class Runtime:
 
     async def start(self) -> None:
         """Claim the home, open the writer (claiming the database; committed events reach the
-        bus), migrate, then start the engine (recovery first). Another owner fails the start
-        before anything is written."""
+        bus), migrate, seed the ring of recent events, then start the engine (recovery first).
+        Another owner fails the start before anything is written."""
         in_home = self.database_url == sqlite_url(self.home)
         self._home = await asyncio.to_thread(open_home, self.home, create_database=in_home)
         await asyncio.to_thread(self.store.start, self._published)
@@ -113,6 +113,13 @@ class Runtime:
         if self.membership is not None:
             await self._follow_cluster()
             await self.membership.join()
+        else:
+            # Clients resuming after a restart replay from the ring, not each from the log:
+            # one replay batch reaches those that missed up to that many events. (A cluster
+            # member's bus and ring are fed by its follower alone, in log order from the head
+            # it reads at start: core/cluster/fanout.py.)
+            newest = await self.store.read(lambda r: r.events.newest(REPLAY_BATCH))
+            self.bus.recent.seed(newest)
         await self.engine.start()
 
     async def _follow_cluster(self) -> None:

@@ -126,6 +126,10 @@ class EventLog:
         rows = self._conn.execute(query.order_by(_EVENTS.c.seq).limit(limit)).all()
         return [CommittedEvent(seq=r[0], session=r[1], payload=r[2]) for r in rows]
 
+    def newest(self, limit: int) -> list[CommittedEvent]:
+        """The newest `limit` events, oldest first: every event after `last_seq() - limit`."""
+        return self.after(max(0, self.last_seq() - limit), limit=limit)
+
     def prune(self, older_than: timedelta, now: datetime | None = None) -> int:
         """Drop events past the retention window; returns how many were removed."""
         cutoff = (now or utcnow()) - older_than

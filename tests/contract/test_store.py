@@ -264,6 +264,10 @@ async def test_store_event_log_after_filters_and_pages(store):
     assert all(ev.session == "a" for ev in only_a)
     bounds = await db.read(lambda r: r.events.bounds())
     assert (bounds.first, bounds.last) == (seqs[0], seqs[-1])
+    newest = await db.read(lambda r: r.events.newest(4))  # what a start seeds its ring with
+    assert [ev.seq for ev in newest] == seqs[-4:]
+    everything = await db.read(lambda r: r.events.newest(100))
+    assert [ev.seq for ev in everything] == seqs
 
 
 async def test_store_event_log_prune_keeps_the_head(store):

@@ -170,6 +170,8 @@ async def test_events_stream_resumes_after_restart(servers: ServerFactory, open_
     )
     replayed = await resumed.events(len(missed))
     assert [f.id for f in replayed] == missed
+    # From the ring, seeded at start with the log's newest events: the database was not read.
+    assert restarted.services.feed.log_reads == 0
     (live_seq,) = restarted.emit_errors(1)
     (frame,) = await resumed.events(1)
     assert frame.id == live_seq

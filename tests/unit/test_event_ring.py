@@ -72,3 +72,35 @@ def test_frames_of_one_batch_are_joined_once_and_a_cut_batch_gets_its_own():
     assert ring.frames(batch) is whole
     assert ring.frames(batch[1:]) == b"".join(event_frame(ev) for ev in batch[1:])
     assert ring.frames(list(batch)) == whole  # the same events in another list: joined anew
+
+
+def test_a_seeded_ring_answers_resumes_from_its_first_event():
+    """Seeded with the log's newest events at start, the ring answers positions from the one
+    before them on, as if it had taken them live; before them it defers to the log."""
+    ring = EventRing()
+    ring.seed(_events(41, 10))  # the log's newest: 41..50
+    assert ring.newest == 50
+    assert ring.after(39, None, 100) is None
+    held = ring.after(40, None, 100)
+    assert held is not None and [e.seq for e in held] == list(range(41, 51))
+    ring.extend(_events(51, 2))
+    held = ring.after(48, None, 100)
+    assert held is not None and [e.seq for e in held] == [49, 50, 51, 52]
+
+
+def test_a_seed_never_goes_behind_what_the_ring_took_live():
+    """A seed into a ring that already took a batch is ignored (it would open a gap below the
+    live events); a batch committed before the seed's read, published after it, is not taken
+    twice."""
+    live = EventRing()
+    live.extend(_events(51, 2))
+    live.seed(_events(41, 12))
+    assert live.after(49, None, 100) is None  # still only from 50 on
+    held = live.after(50, None, 100)
+    assert held is not None and [e.seq for e in held] == [51, 52]
+    seeded = EventRing()
+    seeded.seed(_events(41, 10))
+    seeded.extend(_events(49, 4))  # 49 and 50 were in the seed already
+    held = seeded.after(40, None, 100)
+    assert held is not None and [e.seq for e in held] == list(range(41, 53))
+    assert len(seeded) == 12
