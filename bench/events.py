@@ -14,7 +14,8 @@ twice: flat out (throughput; latency then includes queueing) and paced at --rate
 (rate/5 for 100 clients) for commit → receipt latency under steady load. Then 100 clients at
 1,000 events/s for 10 s, and the same with 10 of them reading nothing after their welcome
 frame (issue 17): the other 90 must lose nothing and keep their p99. Last, a restart, and 500
-clients resuming at once with `Last-Event-ID` (what the web client does after a deploy).
+clients resuming at once with `Last-Event-ID`, as web clients do after a deploy (they each
+authenticate with a fresh stream ticket; these with the bearer).
 
 Run: .venv/bin/python -m bench.events [--events 5000] [--rate 5000] [--idle 100]
 [--write-interval-ms 10]
@@ -414,7 +415,7 @@ def welcome_storm(server: Server, streams: int) -> None:
 
 def resume_storm(server: Server, streams: int, missed: int) -> Server:
     """A restart, then `streams` clients resuming at once with `Last-Event-ID`, each having
-    missed the last `missed` events before it (the web client reconnecting after a deploy):
+    missed the last `missed` events before it (web clients reconnecting after a deploy):
     from the first connect until every stream has its first replayed frame, the server's CPU
     per stream, and how many of their replays read the log. Returns the restarted server."""
     head = server.run(server.services.store.read(lambda r: r.events.last_seq()))

@@ -6,9 +6,11 @@ delivery, so falling behind does not make the server slower (the vicious circle 
 re-read made). Only a gap older than the ring is read from the log.
 
 The ring is filled once per commit batch, on the loop, by the bus (core/bus.py), in sequence
-order. It holds every event committed after its `floor`; it is bounded by count and by frame
-bytes, evicting the oldest first. Each event's frame (`id: SEQ` + `data: {"kind":"event",…}`,
-docs/api.md §6) is encoded once here and the same bytes go to every stream.
+order; a single server seeds it at start with the log's newest events (`seed`, from
+core/runtime.py), so resumes after a restart are answered here too. It holds every event
+committed after its `floor`; it is bounded by count and by frame bytes, evicting the oldest
+first. Each event's frame (`id: SEQ` + `data: {"kind":"event",…}`, docs/api.md §6) is encoded
+once here and the same bytes go to every stream.
 """
 
 from __future__ import annotations
