@@ -126,27 +126,21 @@ class Stream:
         self.writer.close()
 
 
-async def _client(
-    port: int,
-    bearer: str,
-    streams: int,
-    expect: int,
-    hold: bool,
-    stall: int = 0,
-    after: int | None = None,
-) -> None:
-    """`streams` streams (resuming after `after`, if given); the first `stall` read their
-    first frame and then nothing."""
-    conns = [Stream(port, bearer) for _ in range(streams)]
+async def _client(args: argparse.Namespace) -> None:
+    """`--streams` streams (resuming after `--after`, if given); the first `--stall` read their
+    first frame and then nothing; with `--hold` they stay open until stdin closes, else each
+    reads `--expect` events and the results are printed."""
+    streams, stall, after = args.streams, args.stall, args.after
+    conns = [Stream(args.port, args.bearer) for _ in range(streams)]
     print("opening", flush=True)
     await asyncio.gather(*(c.open(stalled=i < stall, after=after) for i, c in enumerate(conns)))
     print("ready", flush=True)
-    if hold:
+    if args.hold:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         return
     readers = conns[stall:]
     results = await asyncio.gather(
-        *(c.read(expect, i < LATENCY_STREAMS) for i, c in enumerate(readers))
+        *(c.read(args.expect, i < LATENCY_STREAMS) for i, c in enumerate(readers))
     )
     print(json.dumps(results), flush=True)
     for c in conns:
@@ -398,9 +392,8 @@ def idle_memory(server: Server, streams: int) -> None:
 
 def welcome_storm(server: Server, streams: int) -> None:
     """`streams` new streams opened at once (page loads after a deploy, say): from the first
-    connect until every stream has its welcome frame, the server's CPU per stream (this
-    process's, whose only other thread waits on the client), and the session-list reads
-    their welcomes took."""
+    connect until every stream has its welcome frame (`_storm`), the server's CPU per stream,
+    and the session-list reads their welcomes took."""
     feed = server.services.feed
     proc = _client_process(server, streams, 0, idle=True)
     took, used, reads = _storm(proc, lambda: feed.welcome_reads)
@@ -473,17 +466,7 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        asyncio.run(
-            _client(
-                args.port,
-                args.bearer,
-                args.streams,
-                args.expect,
-                args.hold,
-                args.stall,
-                args.after,
-            )
-        )
+        asyncio.run(_client(args))
         return
     with tempfile.TemporaryDirectory(prefix="c2-bench-") as tmp:
         server = Server(Path(tmp) / "home", args.write_interval_ms)
