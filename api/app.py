@@ -19,6 +19,7 @@ from c2.api.detach import Detacher
 from c2.api.error_handlers import install_error_handlers
 from c2.api.forward import ClusterForwarder
 from c2.api.guard import RequestGuard
+from c2.api.head import HeadAsGet
 from c2.api.hosts import HostAllowlist
 from c2.api.media import json_body
 from c2.api.openapi import API_VERSION, TITLE, install_openapi, operation_id
@@ -27,6 +28,7 @@ from c2.api.routes import (
     catalog,
     checkpoints,
     cluster,
+    docs,
     events,
     health,
     ops,
@@ -38,7 +40,6 @@ from c2.api.routes import (
     web,
     webhooks,
 )
-from c2.api.routes.docs import install_docs
 from c2.api.scopes import ScopeTable
 from c2.api.services import EngineFactory, Services, default_engine
 from c2.api.settings import Settings
@@ -106,8 +107,9 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
         app.include_router(router)
     # The guard finds a request's route (and its declared scope) among these same routers.
     app.state.scope_table = ScopeTable((*routers, events.router))
-    install_docs(app)
+    docs.install_docs(app)
     app.include_router(web.router)  # the web client at / (api/routes/web.py)
+    app.state.routers = (*routers, events.router, docs.router, web.router)  # a 405's Allow
     install_error_handlers(app)
     # Inside the guard: a request is authenticated and its body bounded before it is relayed.
     app.add_middleware(ClusterForwarder)
@@ -122,6 +124,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
             max_age=600,
         )
     app.add_middleware(HostAllowlist, allowed=settings.allow_hosts)
+    app.add_middleware(HeadAsGet)  # every layer below sees a HEAD as its GET
     app.add_middleware(Detacher)  # outermost: serves event streams after the chain unwinds
     install_openapi(app)
     build_route_state(app)

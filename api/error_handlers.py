@@ -88,13 +88,20 @@ async def _http_handler(request: Request, exc: Exception) -> Response:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    # Starlette names only the first route matching the path; a resource may span several.
-    methods: set[str] = set()
-    for route in request.app.routes:
-        if isinstance(route, Route) and route.methods:
-            match, _ = route.matches(request.scope)
-            if match != Match.NONE:
-                methods |= route.methods
+    # Starlette names only the first route matching the path; a resource may span several
+    # (GET and POST on /v1/sessions). The resource is the most literal template the path
+    # matches, as OpenAPI matches paths: `/queue/resume`, not `/queue/{item_id}`. The routers
+    # are those create_app included: FastAPI keeps each in `app.routes` as one opaque entry.
+    by_params: dict[int, set[str]] = {}
+    for router in request.app.state.routers:
+        for route in router.routes:
+            if isinstance(route, Route) and route.methods:
+                match, _ = route.matches(request.scope)
+                if match != Match.NONE:
+                    by_params.setdefault(len(route.param_convertors), set()).update(route.methods)
+    methods = by_params[min(by_params)] if by_params else set()
+    if "GET" in methods:
+        methods.add("HEAD")  # api/head.py
     return sorted(methods)
 
 

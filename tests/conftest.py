@@ -245,8 +245,12 @@ class SSEClient:
         return frames
 
 
+# `open_stream`'s opener: (live server, *, headers, params, expect) -> an SSEClient.
+OpenStream = Callable[..., Coroutine[Any, Any, SSEClient]]
+
+
 @pytest.fixture
-async def open_stream() -> AsyncIterator[Callable[..., Coroutine[Any, Any, SSEClient]]]:
+async def open_stream() -> AsyncIterator[OpenStream]:
     """A stream opener: each call takes a live server (and headers, params, the expected
     status) and gives an SSEClient; all are closed at teardown."""
     async with AsyncExitStack() as stack:

@@ -51,7 +51,7 @@ INIT = """SwaggerUIBundle({
 OPENAPI_PATH = "/openapi.json"
 
 
-@router.api_route(OPENAPI_PATH, methods=["GET", "HEAD"])  # HEAD as FastAPI's route had it
+@router.get(OPENAPI_PATH)  # HEAD too, as every GET (api/head.py)
 async def openapi_document(request: Request) -> Response:
     state = request.app.state
     body: bytes | None = getattr(state, "openapi_body", None)

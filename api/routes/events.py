@@ -31,6 +31,7 @@ from c2.api.authn import DeviceDep, ServicesDep
 from c2.api.detach import DETACH
 from c2.api.errors import TooManyStreamsError
 from c2.api.frames import StreamFrame
+from c2.api.head import HEAD_REQUEST
 from c2.api.http11 import CHUNK_WRITER, ChunkWriter
 from c2.api.openapi import Responses
 from c2.api.scopes import needs
@@ -198,6 +199,8 @@ class EventStreamResponse(EventSourceResponse):
             self._watchdog = loop.call_at(started + timeout, self._watch)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get(HEAD_REQUEST):  # a HEAD run as GET (api/head.py): headers only
+            scope = {**scope, "method": "HEAD"}
         detach = scope.get(DETACH)
         if detach is not None and scope["method"] == "GET":
             detach(partial(self._serve, scope, receive, send))  # api/detach.py

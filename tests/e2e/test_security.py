@@ -10,7 +10,7 @@ import os
 import resource
 import socket
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 from unittest.mock import patch
@@ -19,9 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, ServerFactory, SSEClient
-
-OpenStream = Callable[..., Coroutine[Any, Any, SSEClient]]
+from tests.conftest import LiveServer, OpenStream, ServerFactory
 
 
 class _Recording(logging.Handler):
