@@ -199,9 +199,17 @@ def _expect_notifications_switch(page: Page, name: str) -> None:
 
 def _delivered(deliver: Callable[[], None], shown: Callable[[], Any], what: str) -> Any:
     """Deliver a push to the worker and wait until the page sees its effect. DevTools hands a
-    push to the worker once; one that shows nothing within 5 s (about one run in twenty, the
-    browser dropping it for a reason not found) is delivered once more, as a push service
-    retries an unacknowledged message. The message is idempotent (one notification per tag)."""
+    push to the worker once; one that shows nothing within 5 s is delivered once more, as a
+    push service retries an unacknowledged message. The message is idempotent (one
+    notification per tag).
+
+    Why one can show nothing (about one run in twenty; traced inside the worker): the push
+    arrives, the worker's `showNotification` resolves, and yet the notification is not in
+    the registration's list, not even for the worker's own `getNotifications` right after
+    and a second later, with no `notificationclose`. So c2's push and the worker did their
+    part, and Chromium dropped the notification from its list. Listing is what races with
+    it: one more `getNotifications` from the page before the first push made it one run in
+    three (30 runs). Showing it again with the same tag lists it."""
     deliver()
     try:
         return until(shown, what, timeout=5)
