@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
+from c2.core.notify.outbound import open_client
 from c2.core.notify.payloads import KindTest, push_topic
 from c2.core.store.database import Store
 from c2.core.store.events import CommittedEvent
@@ -210,15 +211,10 @@ class PushService:
 
     async def run(self) -> None:
         """Send pushes as events ask for them, until cancelled."""
-        # The client (its TLS context holds the whole CA bundle) only once there is a push.
+        # The client only once there is a push (core/notify/outbound.py).
         await self._wake.wait()
-        limits = httpx.Limits(max_connections=CONCURRENCY)
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=5.0),
-            limits=limits,
-            follow_redirects=False,
-            trust_env=False,
-        ) as client:
+        client = await open_client(httpx.Timeout(REQUEST_TIMEOUT, connect=5.0), CONCURRENCY)
+        async with client:
             gate = asyncio.Semaphore(CONCURRENCY)
             while True:
                 await self._wake.wait()

@@ -47,6 +47,7 @@ from c2.core.errors import (
     UnknownEventError,
     WebhookNotFoundError,
 )
+from c2.core.notify.outbound import open_client
 from c2.core.notify.payloads import WEBHOOK_EVENTS, KindTest
 from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
@@ -244,6 +245,7 @@ class WebhookDispatcher:
         # Attempts that finished while `_start_due` was reading the pending list: that list may
         # predate their recorded outcome, so they must not be started again from it.
         self._finished_during_read: set[str] | None = None
+        self._client: httpx.AsyncClient | None = None  # opened for the first due delivery
 
     def notice(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after a commit): wake up when the batch
@@ -269,31 +271,29 @@ class WebhookDispatcher:
         else:
             if released:
                 log.info("took back %d webhook deliveries an earlier run claimed", released)
-        timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
-        limits = httpx.Limits(max_connections=self._concurrency)
-        async with httpx.AsyncClient(
-            timeout=timeout, limits=limits, follow_redirects=False, trust_env=False
-        ) as client:
-            try:
-                while True:
-                    self._wake.clear()
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    wait = await self._start_due()
+                except Exception as exc:
+                    log.warning("could not read pending webhook deliveries: %s", exc)
+                    wait = STORE_ERROR_PAUSE
+                if wait > 0:
                     try:
-                        wait = await self._start_due(client)
-                    except Exception as exc:
-                        log.warning("could not read pending webhook deliveries: %s", exc)
-                        wait = STORE_ERROR_PAUSE
-                    if wait > 0:
-                        try:
-                            await asyncio.wait_for(self._wake.wait(), wait)
-                        except TimeoutError:
-                            pass
-            finally:
-                for task in list(self._inflight.values()):
-                    task.cancel()
-                if self._inflight:
-                    await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    except TimeoutError:
+                        pass
+        finally:
+            for task in list(self._inflight.values()):
+                task.cancel()
+            if self._inflight:
+                await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+            client, self._client = self._client, None
+            if client is not None:
+                await client.aclose()
 
-    async def _start_due(self, client: httpx.AsyncClient) -> float:
+    async def _start_due(self) -> float:
         """Start every due delivery a free slot can take; seconds until the next is due."""
         free = self._concurrency - len(self._inflight)
         if free <= 0:
@@ -317,6 +317,10 @@ class WebhookDispatcher:
             due.append(delivery)
         if not due:
             return wait
+        if self._client is None:  # the first delivery of this run: core/notify/outbound.py
+            timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
+            self._client = await open_client(timeout, self._concurrency)
+        client = self._client
         ids = [d.id for d in due]
         claimed = await self._store.write(
             lambda uow: WebhookRepository(uow.conn).claim(ids, self._sender, CLAIM_SECONDS)
