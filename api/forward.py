@@ -181,7 +181,7 @@ class ClusterForwarder:
         query = scope.get("query_string", b"").decode("latin-1")
         target = f"{owner.url}{scope['path']}" + (f"?{query}" if query else "")
         try:
-            client = services.relay.client()
+            client = await services.relay.client()
             request = client.build_request(scope["method"], target, headers=headers, content=body)
             response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:

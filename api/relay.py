@@ -3,6 +3,7 @@ api/forward.py decides what is relayed), and the problem of an owner that does n
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import httpx
@@ -29,24 +30,30 @@ class Owner:
 
 class Relay:
     """The HTTP client a member relays requests to their owners with: opened on first use,
-    closed once (`aclose`, at shutdown); a relay after that is refused, never a new client."""
+    closed once (`aclose`, at shutdown); a relay after that is refused, never a new client.
+
+    The client is built on a worker thread: its TLS context loads the whole CA bundle (~55 ms
+    of CPU here), which on the loop held every stream and request at a member's first relay."""
 
     def __init__(self) -> None:
         self._client: httpx.AsyncClient | None = None
+        self._opening = asyncio.Lock()  # one client, however many first relays at once
         self.closed = False
 
-    def client(self) -> httpx.AsyncClient:
-        if self.closed:
-            raise httpx.TransportError("the relay is closed: the server is shutting down")
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=RELAY_TIMEOUT, limits=RELAY_LIMITS, trust_env=False
-            )
-        return self._client
+    async def client(self) -> httpx.AsyncClient:
+        async with self._opening:
+            if self.closed:
+                raise httpx.TransportError("the relay is closed: the server is shutting down")
+            if self._client is None:
+                self._client = await asyncio.to_thread(
+                    httpx.AsyncClient, timeout=RELAY_TIMEOUT, limits=RELAY_LIMITS, trust_env=False
+                )
+            return self._client
 
     async def aclose(self) -> None:
-        self.closed = True
-        client, self._client = self._client, None
+        async with self._opening:  # after a client being built, which it then closes
+            self.closed = True
+            client, self._client = self._client, None
         if client is not None:
             await client.aclose()
 

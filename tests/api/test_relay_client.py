@@ -1,21 +1,57 @@
-"""The relay's HTTP client (api/forward.py `Relay`, issue 18) belongs to the app's Services:
-its connections are closed when the app shuts down, and nothing reopens it afterwards."""
+"""The relay's HTTP client (api/relay.py `Relay`, issue 18) belongs to the app's Services:
+its connections are closed when the app shuts down, and nothing reopens it afterwards. It is
+one client, built on a worker thread (its TLS context is ~55 ms of CPU)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
+from c2.api.relay import Relay
 from tests.api.conftest import run_app
 
 
 async def test_the_relay_client_is_closed_at_shutdown(tmp_path: Path) -> None:
     async for app in run_app(tmp_path / "home"):
         relay = app.services.relay
-        client = relay.client()  # as the first relayed request opens it
-        assert relay.client() is client and not client.is_closed
+        client = await relay.client()  # as the first relayed request opens it
+        assert await relay.client() is client and not client.is_closed
     assert client.is_closed and relay.closed
     with pytest.raises(httpx.TransportError):  # a late relay is refused, not a new client
-        relay.client()
+        await relay.client()
+
+
+async def test_first_relays_at_once_share_one_client_built_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    built_on: list[str] = []
+    real_init = httpx.AsyncClient.__init__
+
+    def recording(self: httpx.AsyncClient, *args: object, **kwargs: object) -> None:
+        built_on.append(threading.current_thread().name)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", recording)
+    relay = Relay()
+    clients = await asyncio.gather(*(relay.client() for _ in range(5)))
+    assert len({id(c) for c in clients}) == 1
+    assert len(built_on) == 1 and built_on[0] != threading.current_thread().name
+    await relay.aclose()
+    assert clients[0].is_closed
+    with pytest.raises(httpx.TransportError, match="closed"):
+        await relay.client()
+
+
+async def test_a_close_during_the_first_build_leaves_no_client_open():
+    relay = Relay()
+    first = asyncio.create_task(relay.client())
+    await asyncio.sleep(0)  # the build is under way on its thread
+    await relay.aclose()
+    client = await first  # built before the close took the lock: the close closed it
+    assert client.is_closed
+    with pytest.raises(httpx.TransportError):
+        await relay.client()
