@@ -93,6 +93,7 @@ def test_head_answers_every_get_with_its_status_and_headers_and_no_body(
         assert head_fields["content-type"] == fields["content-type"], path
         assert head_fields.get("content-length") == fields["content-length"], path
         assert int(fields["content-length"]) == len(body) > 0, path
+    assert connection.request("GET", "/healthz", {})[0] == 200  # after the last HEAD, too
 
 
 async def test_head_of_the_event_stream_sends_its_headers_and_opens_no_stream(
