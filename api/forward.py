@@ -174,6 +174,10 @@ class ClusterForwarder:
         it answered `not_owner` (nothing sent then)."""
         membership = services.membership
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP | _RECOMPUTED]
+        if not any(k.lower() == b"accept-encoding" for k, _ in headers):
+            # The owner's bytes are relayed as they come (`aiter_raw`): without this, httpx's
+            # own Accept-Encoding would have it compress for a client that never asked.
+            headers.append((b"accept-encoding", b"identity"))
         headers += [
             (KEY_HEADER.encode(), membership.secret.encode()),
             (BY_HEADER.encode(), membership.id.encode()),
@@ -199,7 +203,11 @@ class ClusterForwarder:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP],
+                    # Lower-cased, as ASGI requires of a header name: the layers above
+                    # (compression, the guard's headers) match names as they are.
+                    "headers": [
+                        (k.lower(), v) for k, v in response.headers.raw if k.lower() not in _HOP
+                    ],
                 }
             )
             try:

@@ -48,11 +48,13 @@ def set_owner(database_url: str, session: str, owner: str) -> None:
 
 
 class Ghost:
-    """The relayed requests it received (method, path), in order."""
+    """The relayed requests it received (method, path) and their headers (names lower-case),
+    in order."""
 
     def __init__(self, via: str | None = None, before: Callable[[], None] | None = None) -> None:
         self.via, self.before = via, before
         self.received: list[tuple[str, str]] = []
+        self.headers: list[dict[str, str]] = []
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -60,6 +62,7 @@ class Ghost:
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> httpx.Response:
         self.received.append((method, path))
+        self.headers.append({k.lower(): v for k, v in headers.items()})
         if self.before is not None:
             self.before()
         assert self.via is not None

@@ -168,3 +168,33 @@ async def test_a_slow_owner_answer_is_relayed_whole(pair: Pair, tmp_path: Path) 
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_relay_asks_the_owner_for_the_encoding_its_client_asked_for(
+    pair: Pair, tmp_path: Path
+) -> None:
+    """The owner's answer is relayed byte for byte, so the relay asks the owner for exactly
+    the encoding the client accepts: none when the client named none (httpx's own default
+    would have the owner gzip an answer for a client that never asked)."""
+    a, b = Client(pair.a), Client(pair.b)
+    try:
+        sid = (await a.new_session(tmp_path))["id"]
+        ghost = Ghost(
+            via=pair.a.base_url, before=lambda: set_owner(pair.url, sid, _id(pair.a.home))
+        )
+        with ghost_member(pair.url, ghost):
+            for accepted in (None, "gzip"):
+                set_owner(pair.url, sid, GHOST_ID)
+                headers = {} if accepted is None else {"Accept-Encoding": accepted}
+                if accepted is None:
+                    del b.http.headers["accept-encoding"]  # httpx's default, for this request
+                answered = await b.http.post(
+                    f"/v1/sessions/{sid}/prompt",
+                    json={"doc": [{"type": "text", "text": "/text hi"}]},
+                    headers=headers,
+                )
+                assert answered.status_code == 202, answered.text
+        assert [h.get("accept-encoding") for h in ghost.headers] == ["identity", "gzip"]
+    finally:
+        await a.aclose()
+        await b.aclose()
