@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from c2.api.authn import single_valued_query
+from c2.api.compression import Compression
 from c2.api.detach import Detacher
 from c2.api.error_handlers import install_error_handlers
 from c2.api.forward import ClusterForwarder
@@ -124,6 +125,7 @@ def create_app(settings: Settings, *, engine_factory: EngineFactory = default_en
             max_age=600,
         )
     app.add_middleware(HostAllowlist, allowed=settings.allow_hosts)
+    app.add_middleware(Compression, stream_path=events.PATH)  # api/compression.py
     app.add_middleware(HeadAsGet)  # every layer below sees a HEAD as its GET
     app.add_middleware(Detacher)  # outermost: serves event streams after the chain unwinds
     install_openapi(app)

@@ -39,6 +39,7 @@ from c2.api.stream import EventStream, StreamSlots
 from c2.core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
+PATH = "/v1/events"  # the one stream route (api/compression.py leaves it out)
 MAX_SEQ = 2**63 - 1
 log = logging.getLogger(__name__)
 # Set in the connection's task when its stream was dropped for a send timeout: the server's
@@ -244,7 +245,7 @@ _STREAM: Responses = {
 
 
 @router.get(
-    "/events",
+    PATH.removeprefix(router.prefix),
     status_code=200,
     response_class=EventStreamResponse,
     responses=_STREAM,
