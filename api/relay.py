@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import httpx
 
 from c2.api.errors import OwnerUnreachableError
+from c2.core.outbound import open_client
 
 # A dead owner is found out fast (connect); an answer may legitimately take minutes (a
 # duplicate waiting up to 120 s for the first outcome, a create or fork starting an agent, a
@@ -32,8 +33,8 @@ class Relay:
     """The HTTP client a member relays requests to their owners with: opened on first use,
     closed once (`aclose`, at shutdown); a relay after that is refused, never a new client.
 
-    The client is built on a worker thread: its TLS context loads the whole CA bundle (~55 ms
-    of CPU here), which on the loop held every stream and request at a member's first relay."""
+    The client is built on a worker thread (core/outbound.py): on the loop, its TLS context
+    held every stream and request at a member's first relay."""
 
     def __init__(self) -> None:
         self._client: httpx.AsyncClient | None = None
@@ -45,9 +46,7 @@ class Relay:
             if self.closed:
                 raise httpx.TransportError("the relay is closed: the server is shutting down")
             if self._client is None:
-                self._client = await asyncio.to_thread(
-                    httpx.AsyncClient, timeout=RELAY_TIMEOUT, limits=RELAY_LIMITS, trust_env=False
-                )
+                self._client = await open_client(RELAY_TIMEOUT, RELAY_LIMITS)
             return self._client
 
     async def aclose(self) -> None:

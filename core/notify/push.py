@@ -38,8 +38,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
-from c2.core.notify.outbound import open_client
 from c2.core.notify.payloads import KindTest, push_topic
+from c2.core.outbound import open_client
 from c2.core.store.database import Store
 from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import PushSubscription, WebhookRepository, session_title
@@ -211,9 +211,10 @@ class PushService:
 
     async def run(self) -> None:
         """Send pushes as events ask for them, until cancelled."""
-        # The client only once there is a push (core/notify/outbound.py).
+        # The client only once there is a push (core/outbound.py).
         await self._wake.wait()
-        client = await open_client(httpx.Timeout(REQUEST_TIMEOUT, connect=5.0), CONCURRENCY)
+        timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=5.0)
+        client = await open_client(timeout, httpx.Limits(max_connections=CONCURRENCY))
         async with client:
             gate = asyncio.Semaphore(CONCURRENCY)
             while True:

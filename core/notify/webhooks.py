@@ -47,8 +47,8 @@ from c2.core.errors import (
     UnknownEventError,
     WebhookNotFoundError,
 )
-from c2.core.notify.outbound import open_client
 from c2.core.notify.payloads import WEBHOOK_EVENTS, KindTest
+from c2.core.outbound import open_client
 from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
@@ -317,9 +317,10 @@ class WebhookDispatcher:
             due.append(delivery)
         if not due:
             return wait
-        if self._client is None:  # the first delivery of this run: core/notify/outbound.py
+        if self._client is None:  # the first delivery of this run (core/outbound.py)
             timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
-            self._client = await open_client(timeout, self._concurrency)
+            limits = httpx.Limits(max_connections=self._concurrency)
+            self._client = await open_client(timeout, limits)
         client = self._client
         ids = [d.id for d in due]
         claimed = await self._store.write(

@@ -248,14 +248,15 @@ async def test_the_client_is_opened_for_the_first_delivery_and_closed_with_the_r
 ):
     """Building an HTTP client costs ~55 ms of CPU and ~3 MB (its TLS context): a dispatcher
     with nothing to send builds none. The first due delivery opens one, later ones reuse
-    it, and it is closed when the run ends (core/notify/outbound.py)."""
-    from c2.core.notify import outbound, webhooks
+    it, and it is closed when the run ends (core/outbound.py)."""
+    from c2.core import outbound
+    from c2.core.notify import webhooks
 
     opened: list[httpx.AsyncClient] = []
     real = outbound.open_client
 
-    async def recording(timeout: httpx.Timeout, concurrency: int) -> httpx.AsyncClient:
-        client = await real(timeout, concurrency)
+    async def recording(timeout: httpx.Timeout, limits: httpx.Limits) -> httpx.AsyncClient:
+        client = await real(timeout, limits)
         opened.append(client)
         return client
 
