@@ -109,7 +109,8 @@ class Services:
             grace = self.settings.shutdown_grace_seconds
             await self.dispatcher.drain(timeout=grace)
             try:
-                await asyncio.wait_for(self.engine.shutdown(), timeout=max(grace, 1.0) * 2)
+                async with asyncio.timeout(max(grace, 1.0) * 2):
+                    await self.engine.shutdown()
             except Exception:
                 log.exception("engine shutdown failed")
             self.bus.close_all()

@@ -126,7 +126,8 @@ class Runtime:
         """LISTEN first, then read the log's head: every commit after it is notified."""
         assert self.listener is not None and self.follower is not None
         self._cluster_tasks.append(asyncio.create_task(self.listener.run(), name="c2-listen"))
-        await asyncio.wait_for(self.listener.ready.wait(), timeout=self.store.retry_seconds)
+        async with asyncio.timeout(self.store.retry_seconds):
+            await self.listener.ready.wait()
         head = await self.store.read(lambda r: r.events.last_seq())
         self.follower.begin(head)
         self._cluster_tasks.append(asyncio.create_task(self.follower.run(), name="c2-follow"))
@@ -166,7 +167,8 @@ class Runtime:
             # The writer too: an idle writer whose connection (and owner lock) was lost would
             # only find out at its next write.
             await self.store.ping_writer(timeout)
-            await asyncio.wait_for(self.store.read(lambda r: r.ping()), timeout)
+            async with asyncio.timeout(timeout):
+                await self.store.read(lambda r: r.ping())
         except Exception:
             return False
         return True

@@ -267,10 +267,8 @@ class AgentProcess:
     async def cancel(self, acp_session_id: str) -> None:
         """Send `session/cancel`; never raises (the agent may already be gone)."""
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                self._conn.send_notification("session/cancel", {"sessionId": acp_session_id}),
-                CANCEL_SEND_TIMEOUT,
-            )
+            async with asyncio.timeout(CANCEL_SEND_TIMEOUT):
+                await self._conn.send_notification("session/cancel", {"sessionId": acp_session_id})
 
     async def set_model(self, acp_session_id: str, model_id: str) -> None:
         """`session/set_model`."""
@@ -309,7 +307,8 @@ class AgentProcess:
                 await self._close_session(acp_session_id)
             await self._conn.close()  # fails outstanding requests, closes the agent's stdin
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._protocol.exited.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await self._protocol.exited.wait()
             # Even after the leader left, its children may still be running in the group.
             await terminate_group(self.pid, self._protocol.exited, grace)
         except BaseException:
@@ -380,13 +379,15 @@ class AgentProcess:
         if self._stderr.received == mark and not self._stderr.done.is_set():
             self._stderr.grew.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stderr.grew.wait(), STDERR_SETTLE)
+                async with asyncio.timeout(STDERR_SETTLE):
+                    await self._stderr.grew.wait()
         return self._stderr.since(mark)
 
     async def _lost_message(self) -> str:
         if not self._closing:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), 2 * EXIT_DRAIN_GRACE)
+                async with asyncio.timeout(2 * EXIT_DRAIN_GRACE):
+                    await self._settled.wait()
         code = self._process.returncode
         if self._closing or code is None:
             return "acp connection closed"

@@ -157,7 +157,8 @@ async def terminate_group(pgid: int, exited: asyncio.Event, grace: float) -> Non
             await asyncio.sleep(0.02)
     signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(exited.wait(), timeout=max(grace, 1.0))
+        async with asyncio.timeout(max(grace, 1.0)):
+            await exited.wait()
 
 
 class StderrTail:

@@ -27,6 +27,7 @@ delivery is due again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -280,10 +281,9 @@ class WebhookDispatcher:
                     log.warning("could not read pending webhook deliveries: %s", exc)
                     wait = STORE_ERROR_PAUSE
                 if wait > 0:
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), wait)
-                    except TimeoutError:
-                        pass
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait):
+                            await self._wake.wait()
         finally:
             for task in list(self._inflight.values()):
                 task.cancel()

@@ -634,10 +634,10 @@ class Store:
     async def ping_writer(self, timeout: float) -> None:
         """Run a statement on the writer's own connection (so through its owner lock), behind
         whatever is queued; raises if that does not succeed within `timeout`."""
-        await asyncio.wait_for(
-            self.write(lambda uow: uow.conn.exec_driver_sql("SELECT 1"), retry_seconds=timeout),
-            timeout,
-        )
+        async with asyncio.timeout(timeout):
+            await self.write(
+                lambda uow: uow.conn.exec_driver_sql("SELECT 1"), retry_seconds=timeout
+            )
 
     def write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn` in its own write transaction on the calling thread (start-up, CLI, tests)."""

@@ -285,3 +285,17 @@ async def test_the_client_is_opened_for_the_first_delivery_and_closed_with_the_r
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
     assert opened[0].is_closed
+
+
+async def test_a_cancel_that_meets_a_wake_ends_the_run(store: Store):
+    """A delivery that finishes wakes the dispatcher; a shutdown cancel arriving in that same
+    loop pass must still end its run (Python 3.11's wait_for returned the wake instead, and the
+    run went on waiting for good: a server that never finished shutting down)."""
+    dispatcher = Passes(store)
+    run = asyncio.create_task(dispatcher.run())
+    await dispatcher.passed(1)  # now waiting for a wake
+    dispatcher.wake()
+    run.cancel()
+    async with asyncio.timeout(10):
+        await asyncio.gather(run, return_exceptions=True)
+    assert run.cancelled()
