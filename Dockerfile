@@ -37,6 +37,9 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
     && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx \
     && apt-get update \
     && apt-get install -y --no-install-recommends git ca-certificates \
+    # setpriv gives each agent the parent-death signal (core/agents/stdio.py): util-linux's
+    # on bookworm, a package of its own where a release split it out.
+    && (command -v setpriv >/dev/null || apt-get install -y --no-install-recommends setpriv) \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 c2 \
     && install -d -o c2 -g c2 -m 0700 /data /data/user /data/npm-cache

@@ -83,6 +83,7 @@ bench: $(STAMP) $(NPM_STAMP) web browser
 	$(BIN)/python -m bench.fleet
 	$(BIN)/python -m bench.writer
 	$(BIN)/python -m bench.startup
+	$(BIN)/python -m bench.spawns
 	$(BIN)/python -m bench.checkpoints
 	$(BIN)/python -m bench.search
 	$(BIN)/python -m bench.web

@@ -26,7 +26,7 @@ from c2.core.agents.framing import NdjsonStdio
 from c2.core.agents.pipes import PipeTicker
 from c2.core.agents.port import LaunchSpec, ProcessRegistry
 from c2.core.agents.stdio import (
-    AgentProtocol,
+    AgentChild,
     StderrTail,
     signal_group,
     spawn,
@@ -102,17 +102,14 @@ class AgentProcess:
 
     def __init__(
         self,
-        process: asyncio.subprocess.Process,
-        protocol: AgentProtocol,
+        child: AgentChild,
         handler: AgentHandler,
         registry: ProcessRegistry | None = None,
     ) -> None:
-        assert process.stdin and process.stderr
-        self._process = process
-        self._protocol = protocol  # its `exited` is set when the process is reaped
+        self._child = child  # its `exited` is set when the process is reaped
         self._handler = handler
         self._registry = registry
-        self.pid: int = process.pid
+        self.pid: int = child.pid
         self.supports_load_session = False
         self.supports_resume = False
         self.supports_close_session = False
@@ -125,8 +122,8 @@ class AgentProcess:
         # The pump is inside the handler's on_update: a new update must queue behind it.
         self._pumping = False
         self._stderr = StderrTail()
-        self._stdio = NdjsonStdio(process.stdin, self._take_update)
-        protocol.stdout_pipe.attach(self._stdio)
+        self._stdio = NdjsonStdio(child.stdin, self._take_update)
+        child.stdout_pipe.attach(self._stdio)
         self._conn = Connection(self._dispatch, self._stdio)
         self._settled = asyncio.Event()  # exit observed and trailing output drained
         self._closing = False
@@ -134,7 +131,7 @@ class AgentProcess:
         self._pump_task = asyncio.create_task(self._pump(), name=f"agent-{self.pid}-updates")
         self._tasks = [
             self._pump_task,
-            asyncio.create_task(self._stderr.drain(process.stderr), name=f"agent-{self.pid}-err"),
+            asyncio.create_task(self._stderr.drain(child.stderr), name=f"agent-{self.pid}-err"),
             asyncio.create_task(self._watch_exit(), name=f"agent-{self.pid}-exit"),
         ]
 
@@ -153,14 +150,14 @@ class AgentProcess:
         if not await asyncio.to_thread(os.path.isdir, spec.cwd):
             raise AgentError(f"working directory not found: {spec.cwd}")
         try:
-            process, protocol = await spawn(spec.command, spec.args, spec.env, spec.cwd, pipes)
+            child = await spawn(spec.command, spec.args, spec.env, spec.cwd, pipes)
         except FileNotFoundError:
             raise AgentError(f"command not found: {spec.command}") from None
         except PermissionError:
             raise AgentError(f"command not executable: {spec.command}") from None
         except OSError as exc:
             raise AgentError(f"couldn't start {spec.command}: {exc.strerror or exc}") from None
-        agent = cls(process, protocol, handler, registry)
+        agent = cls(child, handler, registry)
         try:
             await agent._announce()
             try:
@@ -288,9 +285,7 @@ class AgentProcess:
     @property
     def alive(self) -> bool:
         """True while the process runs and its connection is open."""
-        return (
-            not self._closing and self._process.returncode is None and not self._stdio.eof.is_set()
-        )
+        return not self._closing and self._child.returncode is None and not self._stdio.eof.is_set()
 
     async def close(self, grace: float = 2.0, *, acp_session_id: str | None = None) -> None:
         """End the agent: `session/close` for `acp_session_id` where the agent supports it,
@@ -308,9 +303,9 @@ class AgentProcess:
             await self._conn.close()  # fails outstanding requests, closes the agent's stdin
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):
-                    await self._protocol.exited.wait()
+                    await self._child.exited.wait()
             # Even after the leader left, its children may still be running in the group.
-            await terminate_group(self.pid, self._protocol.exited, grace)
+            await terminate_group(self.pid, self._child.exited, grace)
         except BaseException:
             signal_group(self.pid, signal.SIGKILL)
             raise
@@ -318,14 +313,14 @@ class AgentProcess:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            self._protocol.stdout_pipe.close()
+            self._child.stdout_pipe.close()
             self._closed.set()
         await self._forget()
 
     @property
     def alive_process(self) -> bool:
         """True while the leader process has not exited (even while closing)."""
-        return self._process.returncode is None and not self._protocol.exited.is_set()
+        return self._child.returncode is None and not self._child.exited.is_set()
 
     async def _close_session(self, acp_session_id: str) -> None:
         """`session/close`, bounded; a refusal or silence only means we escalate sooner."""
@@ -388,7 +383,7 @@ class AgentProcess:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(2 * EXIT_DRAIN_GRACE):
                     await self._settled.wait()
-        code = self._process.returncode
+        code = self._child.returncode
         if self._closing or code is None:
             return "acp connection closed"
         if code < 0:
@@ -402,7 +397,7 @@ class AgentProcess:
         return f"{message}: {tail}" if tail else message
 
     async def _watch_exit(self) -> None:
-        await self._protocol.exited.wait()
+        await self._child.exited.wait()
         orphaned = not self._closing
         if orphaned:
             # The leader is gone: whatever it started goes with it, at once (close() would
@@ -419,7 +414,7 @@ class AgentProcess:
             logger.warning(
                 "agent %d exited unexpectedly with %s; %s",
                 self.pid,
-                self._process.returncode,
+                self._child.returncode,
                 f"the end of its stderr:\n{tail}" if tail else "it wrote nothing to stderr",
             )
         # A grandchild may hold stdout open, so EOF alone can't be relied on to fail requests.
@@ -441,7 +436,7 @@ class AgentProcess:
                 return
         self._updates.put_nowait(translated)
         if self._updates.qsize() >= MAX_QUEUED_UPDATES:
-            self._protocol.stdout_pipe.pause()
+            self._child.stdout_pipe.pause()
 
     async def _pump(self) -> None:
         try:
@@ -459,7 +454,7 @@ class AgentProcess:
                 finally:
                     self._pumping = False
                 if self._updates.qsize() <= RESUME_QUEUED_UPDATES:
-                    self._protocol.stdout_pipe.resume()
+                    self._child.stdout_pipe.resume()
         finally:
             while not self._updates.empty():
                 item = self._updates.get_nowait()

@@ -84,7 +84,7 @@ def parse_line(line: bytes) -> Any:
 class NdjsonStdio:
     """SDK `Transport` over the agent's stdin/stdout, intercepting `session/update`.
 
-    Stdout arrives through `feed` (AgentProtocol calls it for each read). The SDK runs every
+    Stdout arrives through `feed` (its StdoutPipe, for each read). The SDK runs every
     inbound notification as its own task; taking updates here, as each read is split into
     lines, keeps their order exact and lets a prompt's response be ordered after every update
     that preceded it on the wire. Everything else waits in order for the SDK's `receive`.

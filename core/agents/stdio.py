@@ -2,19 +2,28 @@
 stdout on a pipe c2 reads itself (core/agents/pipes.py) into the NDJSON transport
 (core/agents/framing.py), exit detection that does not depend on the pipes closing (a
 grandchild may hold stdout open), process-group termination, and the tail of its stderr.
+
+Agents are started with the standard library's `subprocess.Popen`, never the loop's
+`subprocess_exec`: on uvloop that is a `fork` of the whole server on the loop's thread, which
+held every stream and request for 5–20 ms per new session as the server's memory grew, where
+Popen's `vfork` takes ~0.2 ms (docs/decisions.md, "An agent's spawn off the event loop").
+`vfork` rules out a `preexec_fn`, so the parent-death signal is set by `setpriv` in the child.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
+import errno
 import fcntl
 import logging
 import os
+import shutil
 import signal
+import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Mapping
 
 from c2.core.agents.environment import agent_environment
 from c2.core.agents.framing import LINE_LIMIT
@@ -32,89 +41,117 @@ STDOUT_PIPE_BYTES = 256 * 1024
 STDERR_TAIL_BYTES = 4096
 ERROR_TAIL_BYTES = 2048  # what an error report carries of the agent's stderr
 ERROR_TAIL_LINES = 20
-PR_SET_PDEATHSIG = 1
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    """libc's prctl, resolved once here: the child between fork and exec must not load it."""
+def _death_signal_prefix() -> tuple[str, ...]:
+    """What the agent's command line starts with so that its leader gets SIGKILL when the
+    thread that started it (the event loop's) dies: util-linux's `setpriv`, which sets the
+    parent-death signal and execs the agent (Linux). Empty where there is none: the start-up
+    sweep of recorded groups still ends what a dead server left (core/processes.py)."""
     if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
+        return ()
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
 
 
-_PRCTL = _load_prctl()
+_DIE_WITH_PARENT = _death_signal_prefix()
 
 
-def _die_with_parent(parent: int) -> Callable[[], None] | None:
-    """A preexec hook giving the agent leader SIGKILL when the spawning thread dies (Linux).
+class AgentChild:
+    """One spawned agent: its stdin as a stream writer, its stderr as a stream reader, its
+    stdout on c2's own pipe, and its exit, seen when the kernel reports it (a pidfd), not when
+    its pipes close: `Process.wait()` would wait for every pipe, which a surviving grandchild
+    keeps open."""
 
-    It survives exec. The getppid check closes the race where c2 died before the prctl.
-    """
-    prctl = _PRCTL
-    if prctl is None:
-        return None
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: asyncio.StreamWriter,
+        stderr: asyncio.StreamReader,
+        stdout_pipe: StdoutPipe,
+    ) -> None:
+        # Kept while the child lives: a Popen collected before its child is reaped goes on
+        # subprocess's list of children to reap, whose next sweep would take this exit status.
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdin = stdin
+        self.stderr = stderr
+        self.stdout_pipe = stdout_pipe
+        self.exited = asyncio.Event()  # set once the child is reaped
 
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once reaped (negative: the signal that ended it), else None."""
+        return self._popen.returncode
 
-    return preexec
+    async def wait(self) -> int:
+        """The exit code, once the child has exited."""
+        await self.exited.wait()
+        code = self._popen.returncode
+        assert code is not None
+        return code
+
+    def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Reap the child when it exits: on the loop through a pidfd (Linux 5.3+), else on a
+        thread of its own (what asyncio's own child watcher does)."""
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            threading.Thread(
+                target=self._wait_on_thread, args=(loop,), name=f"c2-agent-{self.pid}", daemon=True
+            ).start()
+            return
+
+        def reap() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            self._popen.poll()
+            self.exited.set()
+
+        loop.add_reader(pidfd, reap)
+
+    def _wait_on_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._popen.wait()
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self.exited.set)
 
 
-class AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Stream protocol for the agent's stdin and stderr that reports process exit as soon as
-    the child is reaped; stdout is c2's own pipe (`stdout_pipe`, core/agents/pipes.py).
-
-    `Process.wait()` (Python 3.11) only returns once every pipe is closed, which never happens
-    while a surviving grandchild keeps stdout open; `process_exited` fires on reap.
-    """
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop, stdout: StdoutPipe) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited = asyncio.Event()
-        self.stdout_pipe = stdout
-
-    def process_exited(self) -> None:
-        """Mark the process exited (without waiting for its pipes to close)."""
-        super().process_exited()
-        self.exited.set()
+class _Stdin(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+    """The agent's stdin transport's protocol: a writer's `drain` waits while the pipe is full."""
 
 
 async def spawn(
     command: str,
     args: list[str],
-    env: dict[str, str],
+    env: Mapping[str, str],
     cwd: str,
     pipes: PipeTicker | None = None,
-) -> tuple[asyncio.subprocess.Process, AgentProtocol]:
+) -> AgentChild:
     """Start `command` in its own session/process group with piped stdio. No shell.
 
-    On Linux the leader also dies with c2 (parent-death signal); its own children cannot be
-    covered that way, the start-up sweep of recorded groups ends them (core/processes.py).
+    A missing or non-executable command raises FileNotFoundError or PermissionError here, as
+    exec would. On Linux the leader also dies with c2 (parent-death signal); its own children
+    cannot be covered that way, the start-up sweep of recorded groups ends them
+    (core/processes.py).
     """
     loop = asyncio.get_running_loop()
+    child_env = agent_environment(env)
+    executable = await asyncio.to_thread(_executable, command, child_env, cwd)
     read_end, write_end = os.pipe()  # neither inherited by other children (PEP 446)
     _widen(read_end)
     stdout = StdoutPipe(read_end, pipes)
     try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: AgentProtocol(LINE_LIMIT, loop, stdout),
-            command,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
+        # On the loop's thread, whose exit is the parent's death for the signal above; a
+        # vfork, which returns once the child has exec'd (~0.2 ms).
+        popen = subprocess.Popen(  # noqa: ASYNC220
+            [*_DIE_WITH_PARENT, executable, *args],
+            stdin=subprocess.PIPE,
             stdout=write_end,
-            stderr=asyncio.subprocess.PIPE,
-            env=agent_environment(env),
+            stderr=subprocess.PIPE,
+            env=child_env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
+            bufsize=0,
         )
     except BaseException:
         stdout.close()
@@ -122,7 +159,54 @@ async def spawn(
     finally:
         # The child has its own copy: EOF comes when it and its own children let go of it.
         os.close(write_end)
-    return asyncio.subprocess.Process(transport, protocol, loop), protocol
+    try:
+        child = await _connect(loop, popen, stdout)
+    except BaseException:
+        signal_group(popen.pid, signal.SIGKILL)
+        stdout.close()
+        await asyncio.to_thread(popen.wait)
+        raise
+    child._watch_exit(loop)
+    return child
+
+
+async def _connect(
+    loop: asyncio.AbstractEventLoop, popen: subprocess.Popen[bytes], stdout: StdoutPipe
+) -> AgentChild:
+    """The child's stdin and stderr pipes handed to the loop (whose transports own them)."""
+    assert popen.stdin is not None and popen.stderr is not None
+    stdin_transport, stdin_protocol = await loop.connect_write_pipe(
+        lambda: _Stdin(loop), popen.stdin
+    )
+    reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stderr)
+    except BaseException:
+        stdin_transport.close()
+        raise
+    writer = asyncio.StreamWriter(stdin_transport, stdin_protocol, None, loop)
+    return AgentChild(popen, writer, reader, stdout)
+
+
+def _executable(command: str, env: Mapping[str, str], cwd: str) -> str:
+    """The file exec would run for `command` in the child: a path with a slash from the
+    child's working directory, a bare name through the child's PATH. Resolved here so a
+    missing or non-executable command fails before anything starts, as exec would fail, and
+    not as an exit of the `setpriv` in front of it."""
+    if "/" in command:
+        candidates = [os.path.join(cwd, command)]
+    else:
+        path = env.get("PATH", os.defpath)
+        candidates = [os.path.join(cwd, folder, command) for folder in path.split(os.pathsep)]
+    denied = False
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return os.path.abspath(candidate)
+            denied = True
+    if denied:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
 
 
 def _widen(fd: int) -> None:

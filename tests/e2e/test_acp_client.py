@@ -492,6 +492,40 @@ async def test_agent_process_start_missing_command(tmp_path: Path) -> None:
         await AgentProcess.start(spec, Recorder())
 
 
+async def test_agent_process_start_command_not_executable(tmp_path: Path) -> None:
+    """A command that is there but may not be run fails start as exec would, before anything
+    starts, for a bare name found through the agent's PATH and for a path from its directory."""
+    script = tmp_path / "bin" / "c2-not-executable"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o644)
+    env = {**os.environ, "PATH": f"{script.parent}{os.pathsep}{os.environ['PATH']}"}
+    for command in ("c2-not-executable", "bin/c2-not-executable"):
+        spec = LaunchSpec(command, [], env, str(tmp_path))
+        with pytest.raises(AgentError, match=f"^command not executable: {command}$"):
+            await AgentProcess.start(spec, Recorder())
+
+
+async def test_agent_process_start_finds_a_relative_command_from_its_directory(
+    tmp_path: Path,
+) -> None:
+    """A command with a slash is found from the agent's working directory, not the server's
+    (as exec in the child finds it); a bare name through the PATH the agent is given."""
+    agent = tmp_path / "bin" / "agent"
+    agent.parent.mkdir()
+    agent.write_text(f"#!/bin/sh\nexec {sys.executable} -m tests.agents.scripted_agent\n")
+    agent.chmod(0o755)
+    base = launch_spec(tmp_path)
+    env = {**base.env, "PATH": f"{agent.parent}{os.pathsep}{os.environ['PATH']}"}
+    for command in ("bin/agent", "agent"):
+        spec = LaunchSpec(command, [], env, str(tmp_path))
+        started = await AgentProcess.start(spec, Recorder())
+        try:
+            assert started.alive_process
+        finally:
+            await started.close(grace=1.0)
+
+
 async def test_agent_process_start_missing_cwd(tmp_path: Path) -> None:
     """A missing working directory fails start clearly."""
     spec = LaunchSpec(sys.executable, [], dict(os.environ), str(tmp_path / "gone"))

@@ -123,7 +123,9 @@ async def test_kill9_restart_leaves_no_process_of_the_old_agents(
     os.kill(server.proc.pid, signal.SIGSTOP)
     await wait_flood_blocked(server)
     server.stop(sig=signal.SIGKILL)
-    # The grandchildren are nobody's to kill but the next server's.
+    # The leaders die with the server (their parent-death signal, core/agents/stdio.py); the
+    # grandchildren are nobody's to kill but the next server's.
+    await wait_gone(*leaders, timeout=10)
     assert all(alive(pid) for pid in grandchildren)
     server.start()
     await wait_gone(*leaders, *grandchildren, timeout=10)

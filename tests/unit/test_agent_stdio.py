@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from c2.core.agents.framing import Lines, NdjsonStdio, parse_line
-from c2.core.agents.stdio import spawn
+from c2.core.agents.stdio import AgentChild, spawn
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -126,29 +126,25 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
     monkeypatch.setenv("C2_HOME", str(tmp_path))
     monkeypatch.setenv("AGENT_API_KEY", "for-the-agent")
     code = "import json, os; print(json.dumps(dict(os.environ)))"
-    process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
-    assert process.stdin is not None
-    stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
-    protocol.stdout_pipe.attach(stdio)
+    child = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
+    stdio = NdjsonStdio(child.stdin, lambda u, replay: None)
+    child.stdout_pipe.attach(stdio)
     seen = await asyncio.wait_for(stdio.receive(), 10)
     assert seen is not None
     assert seen["AGENT_API_KEY"] == "for-the-agent"
     assert not [name for name in seen if name.startswith("C2_")]
-    process.stdin.close()
-    await asyncio.wait_for(process.wait(), 10)
+    child.stdin.close()
+    await asyncio.wait_for(child.wait(), 10)
 
 
-async def exited_then_read(
-    code: str, tmp_path: Path
-) -> tuple[asyncio.subprocess.Process, NdjsonStdio]:
+async def exited_then_read(code: str, tmp_path: Path) -> tuple[AgentChild, NdjsonStdio]:
     """An agent running `code` spawned, waited for until it exits with nothing reading its
     stdout, then read: the process and the transport its output goes to."""
-    process, protocol = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
-    await asyncio.wait_for(protocol.exited.wait(), 10)
-    assert process.stdin is not None
-    stdio = NdjsonStdio(process.stdin, lambda u, replay: None)
-    protocol.stdout_pipe.attach(stdio)
-    return process, stdio
+    child = await spawn(sys.executable, ["-c", code], dict(os.environ), str(tmp_path))
+    await asyncio.wait_for(child.exited.wait(), 10)
+    stdio = NdjsonStdio(child.stdin, lambda u, replay: None)
+    child.stdout_pipe.attach(stdio)
+    return child, stdio
 
 
 async def test_an_agent_writes_a_tick_of_flat_out_output_without_a_reader(tmp_path: Path) -> None:
@@ -156,24 +152,22 @@ async def test_an_agent_writes_a_tick_of_flat_out_output_without_a_reader(tmp_pa
     out while its pipe waits for the tick (here: nobody reads at all) writes 200 KB, more than
     a tick's worth, and exits without blocking; the line then arrives whole."""
     code = "import json, sys; sys.stdout.write(json.dumps({'id': 'x' * 200_000}) + chr(10))"
-    process, stdio = await exited_then_read(code, tmp_path)
+    child, stdio = await exited_then_read(code, tmp_path)
     assert await asyncio.wait_for(stdio.receive(), 10) == {"id": "x" * 200_000}
-    assert process.stdin is not None
-    process.stdin.close()
-    await asyncio.wait_for(process.wait(), 10)
+    child.stdin.close()
+    await asyncio.wait_for(child.wait(), 10)
 
 
 async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: Path) -> None:
     """An agent may write, and even exit, before its reader is in place: what it wrote waits in
     the pipe, then EOF, and the sink gets them in order once it is attached."""
     code = 'import sys; sys.stdout.write(\'{"id": 1}\\n{"id": 2}\')'
-    process, stdio = await exited_then_read(code, tmp_path)
+    child, stdio = await exited_then_read(code, tmp_path)
     assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 1}
     assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 2}
     assert await asyncio.wait_for(stdio.receive(), 5) is None
-    assert process.stdin is not None
-    process.stdin.close()
-    await asyncio.wait_for(process.wait(), 10)
+    child.stdin.close()
+    await asyncio.wait_for(child.wait(), 10)
 
 
 def test_lines_split_across_reads_and_drop_what_is_over_the_limit() -> None:
