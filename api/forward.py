@@ -31,11 +31,10 @@ import json
 import logging
 from typing import Any
 
-import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from c2.api.errors import NotOwnerError, OwnerUnreachableError, Problem, problem_response
-from c2.api.relay import Owner, unreachable
+from c2.api.relay import Owner, RelayClosedError, unreachable
 from c2.core.errors import DomainError, StoreUnavailableError, UnauthorizedError
 
 log = logging.getLogger(__name__)
@@ -186,6 +185,14 @@ class ClusterForwarder:
         target = f"{owner.url}{scope['path']}" + (f"?{query}" if query else "")
         try:
             client = await services.relay.client()
+        except RelayClosedError as exc:
+            await problem_response(unreachable(owner, exc, membership.config.lease_seconds))(
+                scope, _nothing, send
+            )
+            return None
+        import httpx  # loaded with the relay's client (core/outbound.py)
+
+        try:
             request = client.build_request(scope["method"], target, headers=headers, content=body)
             response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from c2.api.errors import OwnerUnreachableError
 from c2.core.outbound import open_client
 
+if TYPE_CHECKING:
+    import httpx
+
 # A dead owner is found out fast (connect); an answer may legitimately take minutes (a
 # duplicate waiting up to 120 s for the first outcome, a create or fork starting an agent, a
 # rewind), so reads wait long, yet never for ever: a hung owner ends in a 503.
-RELAY_TIMEOUT = httpx.Timeout(connect=3.0, read=300.0, write=30.0, pool=5.0)
-# As many connections as there are requests to relay: each is a client's request, already
-# bounded by the member's connection limit, and a pool limit would make long relayed ops
-# queue behind each other.
-RELAY_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+RELAY_READ_SECONDS = 300.0
+RELAY_CONNECT_SECONDS = 3.0
+RELAY_WRITE_SECONDS = 30.0
+RELAY_POOL_SECONDS = 5.0
+
+
+class RelayClosedError(ConnectionError):
+    """A relay asked of a member that is shutting down."""
 
 
 @dataclass(frozen=True)
@@ -42,11 +47,21 @@ class Relay:
         self.closed = False
 
     async def client(self) -> httpx.AsyncClient:
+        """The relay's client; RelayClosedError once the relay is closed."""
         async with self._opening:
             if self.closed:
-                raise httpx.TransportError("the relay is closed: the server is shutting down")
+                raise RelayClosedError("the relay is closed: the server is shutting down")
             if self._client is None:
-                self._client = await open_client(RELAY_TIMEOUT, RELAY_LIMITS)
+                # As many connections as there are requests to relay: each is a client's
+                # request, already bounded by the member's connection limit, and a pool limit
+                # would make long relayed ops queue behind each other.
+                self._client = await open_client(
+                    timeout=RELAY_READ_SECONDS,
+                    connect=RELAY_CONNECT_SECONDS,
+                    write=RELAY_WRITE_SECONDS,
+                    pool=RELAY_POOL_SECONDS,
+                    max_connections=None,
+                )
             return self._client
 
     async def aclose(self) -> None:
@@ -57,13 +72,15 @@ class Relay:
             await client.aclose()
 
 
-def unreachable(owner: Owner, exc: httpx.HTTPError, lease_seconds: float) -> OwnerUnreachableError:
+def unreachable(owner: Owner, exc: Exception, lease_seconds: float) -> OwnerUnreachableError:
     """The problem of an owner that did not answer: one that cannot be reached (by then it
     has renewed its lease or lost the session: retry after a lease), or one that took longer
     than the relay waits."""
+    import httpx  # loaded with the relay's client (core/outbound.py)
+
     where = f"the instance {owner.id} ({owner.url}) that owns this session"
     if isinstance(exc, httpx.ReadTimeout):
-        message = f"{where} did not answer within {RELAY_TIMEOUT.read:.0f} s"
+        message = f"{where} did not answer within {RELAY_READ_SECONDS:.0f} s"
     else:
         message = f"{where} cannot be reached ({type(exc).__name__}); retry shortly"
     err = OwnerUnreachableError(message, retry_after=int(max(1, lease_seconds)))

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from itertools import islice
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel
 
 from c2.core.safe_files import UnsafeFileError, is_dir_within, read_bounded
@@ -89,6 +88,8 @@ def _scalar(value: object) -> str:
 
 def parse_skill(skill_id: str, text: str) -> Skill:
     """Parse SKILL.md text: YAML front matter (`name`, `description`, `params`) then the body."""
+    import yaml  # at the first skill read, not at every start (~10 ms): most use none
+
     match = _FRONT_MATTER.match(text)
     if match is None:
         raise InvalidSkillError("missing YAML front matter")

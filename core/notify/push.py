@@ -35,8 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from c2.core.errors import InvalidPushSubscriptionError, PushSubscriptionNotFoundError
 from c2.core.notify.payloads import KindTest, push_topic
 from c2.core.outbound import open_client
@@ -45,6 +43,7 @@ from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import PushSubscription, WebhookRepository, session_title
 
 if TYPE_CHECKING:
+    import httpx
     from py_vapid import Vapid02
 
 log = logging.getLogger(__name__)
@@ -55,6 +54,7 @@ TTL_SECONDS = 3600
 JWT_SECONDS = 12 * 3600
 CONCURRENCY = 8
 REQUEST_TIMEOUT = 10.0
+CONNECT_TIMEOUT = 5.0
 MAX_QUEUED = 1000
 PAYLOAD_KEYS = ("type", "session", "session_title", "title", "tool_kind", "tag")
 PUSHED_EVENTS = frozenset({"permission_request", "permission_resolved", "turn_ended"})
@@ -213,8 +213,9 @@ class PushService:
         """Send pushes as events ask for them, until cancelled."""
         # The client only once there is a push (core/outbound.py).
         await self._wake.wait()
-        timeout = httpx.Timeout(REQUEST_TIMEOUT, connect=5.0)
-        client = await open_client(timeout, httpx.Limits(max_connections=CONCURRENCY))
+        client = await open_client(
+            timeout=REQUEST_TIMEOUT, connect=CONNECT_TIMEOUT, max_connections=CONCURRENCY
+        )
         async with client:
             gate = asyncio.Semaphore(CONCURRENCY)
             while True:
@@ -250,6 +251,8 @@ class PushService:
     async def _send(
         self, client: httpx.AsyncClient, sub: PushSubscription, note: Notification
     ) -> None:
+        import httpx  # loaded with the client (core/outbound.py)
+
         data = json.dumps(note.payload, separators=(",", ":")).encode("utf-8")
         info = {"endpoint": sub.endpoint, "keys": {"p256dh": sub.p256dh, "auth": sub.auth}}
         try:

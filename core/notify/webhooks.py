@@ -37,10 +37,8 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from c2.core.errors import (
     InvalidWebhookUrlError,
@@ -55,6 +53,9 @@ from c2.core.session import utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
 from c2.core.store.webhooks import DueDelivery, WebhookRepository
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 MAX_URL_CHARS = 2048
@@ -318,9 +319,9 @@ class WebhookDispatcher:
         if not due:
             return wait
         if self._client is None:  # the first delivery of this run (core/outbound.py)
-            timeout = httpx.Timeout(self._timeout, connect=CONNECT_TIMEOUT)
-            limits = httpx.Limits(max_connections=self._concurrency)
-            self._client = await open_client(timeout, limits)
+            self._client = await open_client(
+                timeout=self._timeout, connect=CONNECT_TIMEOUT, max_connections=self._concurrency
+            )
         client = self._client
         ids = [d.id for d in due]
         claimed = await self._store.write(
@@ -361,6 +362,8 @@ class WebhookDispatcher:
             self._wake.set()
 
     async def _post(self, client: httpx.AsyncClient, delivery: DueDelivery) -> int | None:
+        import httpx  # loaded with the client (core/outbound.py)
+
         body = delivery.body.encode("utf-8")
         stamp = str(int(time.time()))
         headers = {

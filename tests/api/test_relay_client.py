@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from c2.api.relay import Relay
+from c2.api.relay import Relay, RelayClosedError
 from tests.api.conftest import run_app
 
 
@@ -21,7 +21,7 @@ async def test_the_relay_client_is_closed_at_shutdown(tmp_path: Path) -> None:
         client = await relay.client()  # as the first relayed request opens it
         assert await relay.client() is client and not client.is_closed
     assert client.is_closed and relay.closed
-    with pytest.raises(httpx.TransportError):  # a late relay is refused, not a new client
+    with pytest.raises(RelayClosedError):  # a late relay is refused, not a new client
         await relay.client()
 
 
@@ -42,7 +42,7 @@ async def test_first_relays_at_once_share_one_client_built_off_the_loop(
     assert len(built_on) == 1 and built_on[0] != threading.current_thread().name
     await relay.aclose()
     assert clients[0].is_closed
-    with pytest.raises(httpx.TransportError, match="closed"):
+    with pytest.raises(RelayClosedError, match="closed"):
         await relay.client()
 
 
@@ -53,5 +53,5 @@ async def test_a_close_during_the_first_build_leaves_no_client_open():
     await relay.aclose()
     client = await first  # built before the close took the lock: the close closed it
     assert client.is_closed
-    with pytest.raises(httpx.TransportError):
+    with pytest.raises(RelayClosedError):
         await relay.client()

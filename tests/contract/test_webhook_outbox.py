@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -255,8 +256,8 @@ async def test_the_client_is_opened_for_the_first_delivery_and_closed_with_the_r
     opened: list[httpx.AsyncClient] = []
     real = outbound.open_client
 
-    async def recording(timeout: httpx.Timeout, limits: httpx.Limits) -> httpx.AsyncClient:
-        client = await real(timeout, limits)
+    async def recording(**settings: Any) -> httpx.AsyncClient:
+        client = await real(**settings)
         opened.append(client)
         return client
 
