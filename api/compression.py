@@ -5,12 +5,19 @@ A transcript page is up to 1 MiB of JSON, slow on a phone's link; the web client
 94 KB. The event stream is left out by its path, not only by its type: Starlette's GZip would
 pass its frames through untouched (it skips `text/event-stream`), but its responder would stay
 in the send chain of every open stream (+1.4 KiB per idle stream, bench/events.py).
+
+A compressed answer's ETag is made weak: the gzipped bytes are another representation than
+the plain ones, and a strong validator names one representation's exact bytes (RFC 9110
+§8.8.1), so a cache must not take one for the other.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
+from starlette.datastructures import MutableHeaders
 from starlette.middleware.gzip import GZipMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["Compression"]
 
@@ -29,6 +36,16 @@ class Compression:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] != self.stream_path:
-            await self.gzip(scope, receive, send)
+            await self.gzip(scope, receive, partial(_weak_etag, send))
         else:
             await self.app(scope, receive, send)
+
+
+async def _weak_etag(send: Send, message: Message) -> None:
+    """`send`, with a gzipped answer's strong ETag made weak."""
+    if message["type"] == "http.response.start":
+        headers = MutableHeaders(scope=message)
+        etag = headers.get("etag")
+        if etag and not etag.startswith("W/") and headers.get("content-encoding") == "gzip":
+            headers["etag"] = f"W/{etag}"
+    await send(message)

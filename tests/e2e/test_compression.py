@@ -4,6 +4,7 @@ the event stream never are."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.e2e.harness import Client
@@ -38,3 +39,16 @@ async def test_small_answers_and_the_event_stream_are_never_compressed(client: C
             if b"\n\n" in welcome:
                 break
     assert b'"kind":"sessions"' in welcome.replace(b" ", b"")
+
+
+async def test_a_gzipped_file_carries_a_weak_etag_of_its_own(client: Client) -> None:
+    """The web client's script goes gzipped with a weak ETag, plain with the strong one: two
+    representations never share a strong validator (RFC 9110 section 8.8.1)."""
+    index = (await client.http.get("/")).text
+    script = re.search(r'src="(/assets/[^"]+[.]js)"', index)
+    assert script is not None, index
+    plain = await client.http.get(script[1], headers={"Accept-Encoding": "identity"})
+    zipped = await client.http.get(script[1], headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    strong = plain.headers["etag"]
+    assert strong.startswith('"') and zipped.headers["etag"] == f"W/{strong}"
