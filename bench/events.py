@@ -414,13 +414,15 @@ def resume_storm(server: Server, streams: int, missed: int) -> Server:
     head = server.run(server.services.store.read(lambda r: r.events.last_seq()))
     server.stop()
     restarted = Server(server.home, server.write_interval_ms)
-    feed = restarted.services.feed
+    feed, auth = restarted.services.feed, restarted.services.auth
     proc = _client_process(restarted, streams, 0, idle=True, after=head - missed)
+    bearer_reads = auth.bearer_reads
     took, used, reads = _storm(proc, lambda: feed.log_reads)
     print(
         f"resumed streams: {streams} resuming at once after a restart, {missed} events missed "
         f"each, all replayed in {took * 1000:.0f} ms, server CPU {used * 1000 / streams:.2f} ms "
-        f"per stream, {reads} replay(s) read from the log",
+        f"per stream, {reads} replay(s) read from the log, "
+        f"{auth.bearer_reads - bearer_reads} bearer read(s)",
         flush=True,
     )
     return restarted

@@ -10,6 +10,7 @@ pairing-attempt limit, whose invalidation rules are only checkable read together
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import secrets
@@ -19,6 +20,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from c2.core.bus import EventBus
 from c2.core.devices import Device
@@ -172,6 +174,10 @@ class DeviceAuth:
         self._pair_attempts = pair_attempts_per_minute
         self._limiter = AttemptLimiter(pair_attempts_per_minute, PAIR_WINDOW_SECONDS, clock=clock)
         self._cache: dict[str, tuple[Device, float]] = {}
+        # Store reads of bearers not cached, by digest: requests that miss the cache at once
+        # (every client reconnecting after a restart) share one read per bearer.
+        self._lookups: dict[str, asyncio.Task[Device | None]] = {}
+        self.bearer_reads = 0  # store reads of bearers (bench/events.py)
         # Digests of bearers verified before -> their device; least recently used first.
         self._known: OrderedDict[str, str] = OrderedDict()
         self._seen: dict[str, datetime] = {}
@@ -241,9 +247,16 @@ class DeviceAuth:
         if cached is not None and cached[1] > now:
             device = cached[0]
         else:
-            found = await self._store.read(
-                lambda r: DeviceRepository(r.conn).by_bearer(bearer_hash)
-            )
+            lookup = self._lookups.get(bearer_hash)
+            if lookup is None:
+                self.bearer_reads += 1
+                lookup = self._lookups[bearer_hash] = asyncio.create_task(
+                    self._store.read(lambda r: DeviceRepository(r.conn).by_bearer(bearer_hash))
+                )
+                lookup.add_done_callback(partial(self._looked_up, bearer_hash))
+            # Shielded: one waiter going away (its client disconnected) leaves the read to
+            # the others.
+            found = await asyncio.shield(lookup)
             if found is None:
                 self._cache.pop(bearer_hash, None)
                 raise UnauthorizedError("missing, invalid or revoked bearer")
@@ -255,6 +268,11 @@ class DeviceAuth:
                 self._known.popitem(last=False)
         self._seen[device.id] = utcnow()
         return device
+
+    def _looked_up(self, bearer_hash: str, lookup: asyncio.Task[Device | None]) -> None:
+        self._lookups.pop(bearer_hash, None)
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved here: every waiter may have gone away
 
     # -- stream tickets ------------------------------------------------------------------------
 
@@ -313,6 +331,8 @@ class DeviceAuth:
             del self._cache[key]
         for key in [k for k, owner in self._known.items() if owner == device_id]:
             del self._known[key]
+        # A read under way may have begun before the revocation: later requests read anew.
+        self._lookups.clear()
         self._seen.pop(device_id, None)
         self._bus.close_device(device_id)
 
