@@ -164,6 +164,9 @@ async def spawn(
     except BaseException:
         signal_group(popen.pid, signal.SIGKILL)
         stdout.close()
+        for pipe in (popen.stdin, popen.stderr):  # a no-op for one a transport closed
+            if pipe is not None:
+                pipe.close()
         await asyncio.to_thread(popen.wait)
         raise
     child._watch_exit(loop)
