@@ -51,7 +51,13 @@ def _death_signal_prefix() -> tuple[str, ...]:
     if not sys.platform.startswith("linux"):
         return ()
     setpriv = shutil.which("setpriv")
-    return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
+    if setpriv is None:
+        logger.warning(
+            "setpriv (util-linux) not found: agents will outlive a c2 that dies until its next "
+            "start ends them"
+        )
+        return ()
+    return (setpriv, "--pdeathsig", "KILL", "--")
 
 
 _DIE_WITH_PARENT = _death_signal_prefix()
