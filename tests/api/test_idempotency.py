@@ -174,7 +174,9 @@ async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClien
     """When the request's idempotency record cannot be read, the op does not run and the
     answer is 503 `store_unavailable` with Retry-After (retry with the same request_id)."""
     store = app_client.services.store
-    await store.write(lambda uow: uow.conn.execute(text("DROP TABLE idempotency")))
+    # From the side, as the `finally` mends it: through the store's writer the drop could share
+    # a transaction with the start-up sweep's prune of this very table, and fail along with it.
+    await asyncio.to_thread(_on_the_side, store.url, "DROP TABLE idempotency")
     try:
         resp = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
         assert resp.status_code == 503, resp.text
@@ -185,7 +187,17 @@ async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClien
     finally:
         # Mend the store from the side, as an operator would: a write still queued behind the
         # fault is then retried to success instead of holding shutdown for the whole retry window.
-        engine = create_engine(store.url)
+        await asyncio.to_thread(_on_the_side, store.url, None)
+
+
+def _on_the_side(url: str, statement: str | None) -> None:
+    """Run `statement` on a connection of its own (None: create the idempotency table)."""
+    engine = create_engine(url)
+    try:
         with engine.begin() as conn:
-            IdempotencyRow.__table__.create(conn)  # type: ignore[attr-defined]
+            if statement is None:
+                IdempotencyRow.__table__.create(conn)  # type: ignore[attr-defined]
+            else:
+                conn.execute(text(statement))
+    finally:
         engine.dispose()
