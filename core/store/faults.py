@@ -28,17 +28,32 @@ class StepsLostError(Exception):
         self.failed, self.cause = failed, cause
 
 
+# SQLite reports some failures of a write's own statements as OperationalError too: its
+# primary result codes SQLITE_ERROR (no such table, a syntax error, too many variables),
+# TOOBIG, CONSTRAINT, MISMATCH, MISUSE and RANGE. Retried as the database's, one such write
+# would hold every write queued behind it for the whole retry window, then fail them with it.
+_SQLITE_WRITES_OWN = frozenset({1, 18, 19, 20, 21, 25})
+
+
 def is_transient(exc: BaseException) -> bool:
     """The failure may go away with time or a new connection (retry), else it is the write's."""
     if isinstance(exc, OwnershipError | StoreWriteError):
         return True
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.InterfaceError):
-        return True  # raised by the bulk-insert path, which bypasses SQLAlchemy
-    if isinstance(exc, DBAPIError):
-        return bool(exc.connection_invalidated) or isinstance(
-            exc, OperationalError | InterfaceError
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    cause = exc.orig if isinstance(exc, DBAPIError) else exc
+    if isinstance(cause, sqlite3.Error):
+        # The bulk-insert path raises sqlite3's own errors, bypassing SQLAlchemy.
+        return isinstance(cause, sqlite3.OperationalError | sqlite3.InterfaceError) and (
+            _sqlite_code(cause) not in _SQLITE_WRITES_OWN
         )
-    return False
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of `exc`; None for an error SQLite did not report."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
 
 
 def describe(exc: BaseException) -> str:

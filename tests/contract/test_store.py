@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from c2.core.auth import create_device, digest
 from c2.core.mcp_servers import parse_mcp_servers
@@ -313,6 +314,23 @@ async def test_store_failed_job_commits_nothing_of_its_own(store):
     assert [rec is not None for rec in sessions] == [True, False, True]
     await db.write(write("later"))  # the writer's connection is sound after the rollback
     assert json.loads(published[-1].payload)["message"] == "later"
+
+
+async def test_store_write_whose_own_sql_fails_is_not_retried(store):
+    """A write whose own statement fails (a table that is not there: on SQLite an
+    OperationalError like a locked database's) fails at once and alone: its neighbours
+    commit, it is not retried (that would hold every write behind it for the retry window,
+    then fail it as StoreWriteError), and the store is not reported unavailable."""
+    db, published = store
+    results = await asyncio.gather(
+        db.write(lambda uow: uow.emit(_error("before"))),
+        db.write(lambda uow: uow.conn.exec_driver_sql("SELECT * FROM no_such_table")),
+        db.write(lambda uow: uow.emit(_error("after"))),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], DBAPIError) and not isinstance(results[0], Exception)
+    assert [json.loads(ev.payload)["message"] for ev in published] == ["before", "after"]
+    assert db.unavailable() is None
 
 
 async def test_store_sessions_round_trip_and_revision_guard(store):
