@@ -33,6 +33,9 @@ class StepsLostError(Exception):
 # TOOBIG, CONSTRAINT, MISMATCH, MISUSE and RANGE. Retried as the database's, one such write
 # would hold every write queued behind it for the whole retry window, then fail them with it.
 _SQLITE_WRITES_OWN = frozenset({1, 18, 19, 20, 21, 25})
+# PostgreSQL's SQLSTATE class 54, program limit exceeded (a word too long for a tsvector, a
+# value too long for an index row), arrives as an OperationalError as well.
+_PG_WRITES_OWN_CLASSES = frozenset({"54"})
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -47,6 +50,9 @@ def is_transient(exc: BaseException) -> bool:
         return isinstance(cause, sqlite3.OperationalError | sqlite3.InterfaceError) and (
             _sqlite_code(cause) not in _SQLITE_WRITES_OWN
         )
+    sqlstate = getattr(cause, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate[:2] in _PG_WRITES_OWN_CLASSES:
+        return False
     return isinstance(exc, OperationalError | InterfaceError)
 
 

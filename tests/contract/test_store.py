@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import OperationalError
 
 from c2.core.auth import create_device, digest
 from c2.core.mcp_servers import parse_mcp_servers
@@ -316,19 +316,28 @@ async def test_store_failed_job_commits_nothing_of_its_own(store):
     assert json.loads(published[-1].payload)["message"] == "later"
 
 
+# A statement that fails on its own and arrives as an OperationalError, as a database that
+# cannot take writes does: on SQLite a table that is not there (SQLITE_ERROR), on PostgreSQL a
+# word too long for a tsvector (SQLSTATE 54000, program limit exceeded).
+OWN_FAILURE = {
+    "sqlite": "SELECT * FROM no_such_table",
+    "other": "SELECT CAST(repeat('y', 4096) AS tsvector)",
+}
+
+
 async def test_store_write_whose_own_sql_fails_is_not_retried(store):
-    """A write whose own statement fails (a table that is not there: on SQLite an
-    OperationalError like a locked database's) fails at once and alone: its neighbours
-    commit, it is not retried (that would hold every write behind it for the retry window,
-    then fail it as StoreWriteError), and the store is not reported unavailable."""
+    """A write whose own statement fails fails at once and alone: its neighbours commit, it
+    is not retried (that would hold every write behind it for the retry window, then fail it
+    as StoreWriteError), and the store is not reported unavailable."""
     db, published = store
+    own = OWN_FAILURE[db.dialect]  # "other": PostgreSQL
     results = await asyncio.gather(
         db.write(lambda uow: uow.emit(_error("before"))),
-        db.write(lambda uow: uow.conn.exec_driver_sql("SELECT * FROM no_such_table")),
+        db.write(lambda uow: uow.conn.exec_driver_sql(own)),
         db.write(lambda uow: uow.emit(_error("after"))),
         return_exceptions=True,
     )
-    assert isinstance(results[1], DBAPIError) and not isinstance(results[0], Exception)
+    assert isinstance(results[1], OperationalError) and not isinstance(results[0], Exception)
     assert [json.loads(ev.payload)["message"] for ev in published] == ["before", "after"]
     assert db.unavailable() is None
 
