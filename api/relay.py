@@ -76,13 +76,21 @@ def unreachable(owner: Owner, exc: Exception, lease_seconds: float) -> OwnerUnre
     """The problem of an owner that did not answer: one that cannot be reached (by then it
     has renewed its lease or lost the session: retry after a lease), or one that took longer
     than the relay waits."""
-    import httpx  # loaded with the relay's client (core/outbound.py)
-
     where = f"the instance {owner.id} ({owner.url}) that owns this session"
-    if isinstance(exc, httpx.ReadTimeout):
+    if _timed_out(exc):
         message = f"{where} did not answer within {RELAY_READ_SECONDS:.0f} s"
     else:
         message = f"{where} cannot be reached ({type(exc).__name__}); retry shortly"
     err = OwnerUnreachableError(message, retry_after=int(max(1, lease_seconds)))
     err.details["owner"] = owner.id
     return err
+
+
+def _timed_out(exc: Exception) -> bool:
+    """`exc` is the relay's read timing out; a closed relay's error never is, and never
+    imports httpx (a member refusing relays as it shuts down may have built no client)."""
+    if isinstance(exc, RelayClosedError):
+        return False
+    import httpx  # loaded with the relay's client (core/outbound.py)
+
+    return isinstance(exc, httpx.ReadTimeout)

@@ -5,6 +5,8 @@ one client, built on a worker thread (its TLS context is ~55 ms of CPU)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +15,8 @@ import pytest
 
 from c2.api.relay import Relay, RelayClosedError
 from tests.api.conftest import run_app
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_the_relay_client_is_closed_at_shutdown(tmp_path: Path) -> None:
@@ -55,3 +59,18 @@ async def test_a_close_during_the_first_build_leaves_no_client_open():
     assert client.is_closed
     with pytest.raises(RelayClosedError):
         await relay.client()
+
+
+def test_a_closed_relays_problem_imports_no_http_client() -> None:
+    """A member refusing relays as it shuts down may never have built a client: the 503 it
+    answers names the owner and does not import httpx on the loop to say so."""
+    probe = (
+        "import sys\n"
+        "from c2.api.relay import Owner, RelayClosedError, unreachable\n"
+        "err = unreachable(Owner('m1', 'http://127.0.0.1:1'), RelayClosedError('closed'), 5)\n"
+        "print(err.details['owner'], err.retry_after, 'httpx' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["m1", "5", "False"]
