@@ -437,7 +437,7 @@ class FleetResult:
         ordered = sorted(self.api_ms) or [float("nan")]
         return (
             f"API meanwhile (GET /healthz every {PROBE_INTERVAL * 1000:.0f} ms): "
-            f"p50 {statistics.median(ordered):.1f} ms  p99 {p99(ordered):.1f}  "
+            f"p50 {statistics.median(ordered):.1f} ms  p99 {percentile(ordered, 0.99):.1f}  "
             f"max {ordered[-1]:.1f}"
         )
 
@@ -446,7 +446,8 @@ class FleetResult:
         per_frame = self.cpu_s / max(1, self.delivered) * 1e6
         return (
             f"S={self.sessions:>3} x {self.rate}/s x {self.seconds:.0f}s: "
-            f"latency p50 {statistics.median(ordered):7.1f} ms  p99 {p99(ordered):7.1f}  "
+            f"latency p50 {statistics.median(ordered):7.1f} ms  "
+            f"p99 {percentile(ordered, 0.99):7.1f}  "
             f"max {ordered[-1]:7.1f}  (first quarter {self.early_ms:.1f}, last {self.late_ms:.1f})"
             f"\n        frames {self.delivered}/{self.offered} lost {self.lost}"
             f"{f' (streams unfinished: {self.incomplete})' if self.incomplete else ''}  "
@@ -601,9 +602,9 @@ async def machine_reference(seconds: float) -> asyncio.subprocess.Process:
     )
 
 
-def p99(ordered: list[float]) -> float:
-    """The 99th percentile of `ordered` (ascending, not empty)."""
-    return ordered[max(0, int(len(ordered) * 0.99) - 1)]
+def percentile(ordered: list[float], q: float) -> float:
+    """The `q` quantile (0.99: the 99th percentile) of `ordered` (ascending, not empty)."""
+    return ordered[max(0, int(len(ordered) * q) - 1)]
 
 
 async def probe_api(server: C2Process, into: list[float]) -> None:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.fleet import live_sessions, rss_mib
+from bench.fleet import live_sessions, percentile, rss_mib
 from bench.startup import POLL, LoopProbe
 from tests.e2e.harness import C2Process, Client
 
@@ -66,8 +66,7 @@ def main() -> None:
             rss1 = rss_mib(server.proc.pid)
         finally:
             server.stop()
-    ordered = sorted(waits)
-    p90 = ordered[max(0, int(len(ordered) * 0.9) - 1)]
+    p90 = percentile(sorted(waits), 0.9)
     print(
         f"{len(waits)} agent starts (sessions {args.skip + 1}-{args.sessions}), the loop's longest "
         f"wait during each: median {statistics.median(waits):.1f} ms, p90 {p90:.1f}, "
