@@ -90,13 +90,6 @@ class AgentChild:
         """The exit code once reaped (negative: the signal that ended it), else None."""
         return self._popen.returncode
 
-    async def wait(self) -> int:
-        """The exit code, once the child has exited."""
-        await self.exited.wait()
-        code = self._popen.returncode
-        assert code is not None
-        return code
-
     def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
         """Reap the child when it exits: on the loop through a pidfd (Linux 5.3+), else on a
         thread of its own (what asyncio's own child watcher does)."""

@@ -134,7 +134,7 @@ async def test_spawn_withholds_c2_variables_from_the_agent(
     assert seen["AGENT_API_KEY"] == "for-the-agent"
     assert not [name for name in seen if name.startswith("C2_")]
     child.stdin.close()
-    await asyncio.wait_for(child.wait(), 10)
+    await asyncio.wait_for(child.exited.wait(), 10)
 
 
 async def exited_then_read(code: str, tmp_path: Path) -> tuple[AgentChild, NdjsonStdio]:
@@ -155,7 +155,7 @@ async def test_an_agent_writes_a_tick_of_flat_out_output_without_a_reader(tmp_pa
     child, stdio = await exited_then_read(code, tmp_path)
     assert await asyncio.wait_for(stdio.receive(), 10) == {"id": "x" * 200_000}
     child.stdin.close()
-    await asyncio.wait_for(child.wait(), 10)
+    await asyncio.wait_for(child.exited.wait(), 10)
 
 
 async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ async def test_agent_output_read_before_the_sink_is_attached_is_kept(tmp_path: P
     assert await asyncio.wait_for(stdio.receive(), 5) == {"id": 2}
     assert await asyncio.wait_for(stdio.receive(), 5) is None
     child.stdin.close()
-    await asyncio.wait_for(child.wait(), 10)
+    await asyncio.wait_for(child.exited.wait(), 10)
 
 
 def test_lines_split_across_reads_and_drop_what_is_over_the_limit() -> None:
