@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, create_engine, text
 
 from c2.core.store.tables import IdempotencyRow
 from tests.api.conftest import AppClient
@@ -176,7 +177,9 @@ async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClien
     store = app_client.services.store
     # From the side, as the `finally` mends it: through the store's writer the drop could share
     # a transaction with the start-up sweep's prune of this very table, and fail along with it.
-    await asyncio.to_thread(_on_the_side, store.url, "DROP TABLE idempotency")
+    await asyncio.to_thread(
+        _on_the_side, store.url, lambda conn: conn.execute(text("DROP TABLE idempotency"))
+    )
     try:
         resp = await app_client.http.post("/v1/sessions", json=_new_session(tmp_path))
         assert resp.status_code == 503, resp.text
@@ -187,17 +190,15 @@ async def test_idempotency_record_unreadable_is_503_not_500(app_client: AppClien
     finally:
         # Mend the store from the side, as an operator would: a write still queued behind the
         # fault is then retried to success instead of holding shutdown for the whole retry window.
-        await asyncio.to_thread(_on_the_side, store.url, None)
+        table = IdempotencyRow.__table__  # type: ignore[attr-defined]
+        await asyncio.to_thread(_on_the_side, store.url, table.create)
 
 
-def _on_the_side(url: str, statement: str | None) -> None:
-    """Run `statement` on a connection of its own (None: create the idempotency table)."""
+def _on_the_side(url: str, work: Callable[[Connection], object]) -> None:
+    """Run `work` in a transaction on a connection of its own, not the store's."""
     engine = create_engine(url)
     try:
         with engine.begin() as conn:
-            if statement is None:
-                IdempotencyRow.__table__.create(conn)  # type: ignore[attr-defined]
-            else:
-                conn.execute(text(statement))
+            work(conn)
     finally:
         engine.dispose()
