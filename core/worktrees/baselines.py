@@ -6,37 +6,18 @@ another baseline: an unusable choice is reported with its reason (docs/protocol.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import git
 from git.exc import GitCommandError
 
 from c2.core.errors import WorktreeError
 from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
+from c2.core.worktrees.records import BaselineOption
 from c2.core.worktrees.repository import NotACheckoutError, git_message, open_checkout, ref_exists
 
 ORIGIN_HEAD = "refs/remotes/origin/HEAD"
 ORIGIN_PREFIX = "refs/remotes/origin/"
 
 _LABEL = {WorktreeBase.CURRENT: "current", WorktreeBase.ORIGIN_DEFAULT: "origin default"}
-
-
-@dataclass(frozen=True)
-class BaselineOption:
-    """One picker entry: the locally resolved baseline, or why it cannot be used."""
-
-    kind: WorktreeBase
-    resolved: WorktreeBaseline | None
-    unavailable_reason: str | None
-
-    def wire(self) -> dict[str, Any]:
-        """JSON shape of GET /v1/worktree-baselines entries (docs/api.md §4)."""
-        return {
-            "kind": self.kind.value,
-            "resolved": None if self.resolved is None else self.resolved.model_dump(mode="json"),
-            "unavailable_reason": self.unavailable_reason,
-        }
 
 
 def preview_baselines(cwd: str) -> list[BaselineOption]:

@@ -25,6 +25,7 @@ from c2.core.errors import BaselineChangedError, WorktreeError, WorktreeUnavaila
 from c2.core.protocol.values import WorktreeBase, WorktreeBaseline
 from c2.core.safe_files import read_bounded
 from c2.core.worktrees.baselines import resolve_in_repo
+from c2.core.worktrees.records import CreatedWorktree, DiscardResult
 from c2.core.worktrees.repository import (
     NotACheckoutError,
     SourceCheckout,
@@ -38,26 +39,6 @@ BRANCH_PREFIX = "c2/"
 MIN_PIN_LENGTH = 7
 MAX_LINK_BYTES = 64 * 1024  # a worktree's `.git` file holds one `gitdir:` line
 _CREATE = "couldn't create worktree: "
-
-
-@dataclass(frozen=True)
-class CreatedWorktree:
-    """A new session checkout; `identity` is the JSON-safe record revalidation needs."""
-
-    project_path: str
-    worktree_path: str
-    cwd: str
-    branch: str
-    baseline: WorktreeBaseline
-    identity: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class DiscardResult:
-    """What discard_worktree removed."""
-
-    removed_checkout: bool
-    deleted_branch: str | None
 
 
 def branch_for(session_id: str) -> str:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import IO, Literal
 
 from c2.core.errors import CheckpointGitError
-from c2.core.worktrees.repository import NotACheckoutError, open_checkout
 
 REF_ROOT = "refs/c2/checkpoints"
 FILE_DIFF_LIMIT = 256 * 1024  # bytes of one file's unified diff (issue 14 contract)
@@ -85,6 +84,10 @@ class TreeDiff:
 
 def checkout_root(cwd: str) -> Path | None:
     """Root of the git working tree holding `cwd`, None when there is none."""
+    # GitPython loads here, on the caller's worker thread, not with the server (see
+    # core/worktrees/__init__.py).
+    from c2.core.worktrees.repository import NotACheckoutError, open_checkout
+
     try:
         with open_checkout(cwd) as (_, checkout):
             return checkout.root

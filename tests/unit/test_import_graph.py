@@ -152,9 +152,10 @@ def test_nothing_imports_the_bare_folder_names() -> None:
 def test_starting_the_server_leaves_the_heavy_sdks_for_first_use() -> None:
     """The app imports without the ACP SDK (first agent start), pywebpush and py_vapid (first
     push), psycopg (cluster members), Alembic (a database behind the head revision), httpx
-    (the first outbound client: a webhook, a push, a relay) and PyYAML (the first skill read):
-    over 1 s of CPU and 40 MB that every `c2 serve` start would otherwise pay."""
-    heavy = "{'acp', 'pywebpush', 'py_vapid', 'psycopg', 'alembic', 'httpx', 'yaml'}"
+    (the first outbound client: a webhook, a push, a relay), PyYAML (the first skill read) and
+    GitPython (the first worktree operation): over 1 s of CPU and 40 MB that every `c2 serve`
+    start would otherwise pay."""
+    heavy = "{'acp', 'pywebpush', 'py_vapid', 'psycopg', 'alembic', 'httpx', 'yaml', 'git'}"
     probe = f"import sys, c2.api.app; print(sorted({heavy} & set(sys.modules)))"
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True

@@ -18,16 +18,13 @@ from c2.core.worktrees import (
     CreatedWorktree,
     WorktreeError,
     WorktreeUnavailableError,
-    create_worktree,
     create_worktree_async,
-    discard_worktree,
     discard_worktree_async,
-    preview_baselines,
     preview_baselines_async,
-    resolve_baseline,
-    validate_worktree,
     validate_worktree_async,
 )
+from c2.core.worktrees.baselines import preview_baselines, resolve_baseline
+from c2.core.worktrees.checkouts import create_worktree, discard_worktree, validate_worktree
 from tests.gitrepos import RepoFixture, make_repo
 
 CURRENT = WorktreeBase.CURRENT
