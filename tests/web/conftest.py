@@ -125,10 +125,15 @@ def context(browser: Browser, c2: C2Process) -> Iterator[BrowserContext]:
 
 @pytest.fixture
 def page(context: BrowserContext) -> Iterator[Page]:
+    """A tab of the paired profile; an uncaught error in the app fails the test that made it
+    (a render that throws leaves a blank or frozen page that no assertion may look at)."""
     page = context.new_page()
     page.on("dialog", lambda dialog: dialog.accept())
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(f"{error.name}: {error.message}"))
     yield page
     page.close()
+    assert errors == [], errors
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.e2e.harness import C2Process
 from tests.gitrepos import make_repo
-from tests.web.conftest import api, new_session, open_session, pair_url, send
+from tests.web.conftest import api, new_session, open_session, pair_url, send, until
 
 # A module starts a server, a browser and pairs it: more than the default 120 s under load.
 pytestmark = pytest.mark.timeout(300)
@@ -171,6 +171,37 @@ def test_permission_answered_in_one_tab_vanishes_in_the_other(
         other.close()
 
 
+# A run of chunks, then blocks taller than a phone's screen: a thought, a plan, a tool call.
+TALL_REPLY = (
+    "/chunks 60\n/think long " + "t" * 400 + "\n/plan a " + "p" * 200 + "|b|c\n"
+    "/tool t1 edit completed Edit " + "d/" * 60 + "f.py\n/text end-marker"
+)
+GAP = "el => el.scrollHeight - el.scrollTop - el.clientHeight"  # px below the view
+
+
+def test_the_conversation_follows_tall_replies_and_stops_when_scrolled_up(
+    page: Page, c2: C2Process, workdir: Path
+):
+    """On a phone the view stays at the end of a reply whose blocks are taller than the
+    screen, turn after turn (the scroll event of the app's own follow, measured after a tall
+    block landed below, used to read as the reader scrolling away); scrolling up stops it."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    session = new_session(c2, workdir)
+    open_session(page, c2, session["id"])
+    scroller = page.locator(".scroller")
+    for _ in range(3):
+        send(page, TALL_REPLY)
+        expect(page.get_by_role("article").last).to_contain_text("end-marker")
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        until(lambda: scroller.evaluate(GAP) < 40, "the view at the reply's end", timeout=5)
+    send(page, "/stamped 150 30")
+    expect(page.get_by_role("article")).to_have_count(4)
+    expect(page.get_by_role("article").last).to_contain_text("t=")
+    scroller.evaluate("el => { el.scrollTop = 0; }")
+    expect(page.get_by_role("button", name="Stop")).to_have_count(0, timeout=20_000)
+    assert scroller.evaluate("el => el.scrollTop") < 200  # left where the reader went
+
+
 def test_stop_ends_a_running_turn(page: Page, c2: C2Process, workdir: Path):
     """Stop shows while a turn runs and cancels it."""
     session = new_session(c2, workdir)
@@ -302,6 +333,31 @@ def test_agent_html_and_javascript_links_never_execute(page: Page, c2: C2Process
     page.wait_for_load_state()
     assert page.evaluate("window.__xss") is None
     assert "<img" in turn.locator(".prompt").inner_text()
+
+
+def test_urls_in_agent_text_become_links(page: Page, c2: C2Process, workdir: Path):
+    """A bare https:// URL, a link whose label is its own URL and a bold URL each render as
+    one link (a bare URL used to be parsed as a link inside its own label, forever: the page
+    died and the session could not be opened again)."""
+    session = new_session(c2, workdir)
+    open_session(page, c2, session["id"])
+    send(
+        page,
+        "/text docs at https://example.com/docs, then\n"
+        "/text  see [https://example.com/x](https://example.com/x)"
+        " and **https://example.com/b**",
+    )
+    turn = page.get_by_role("region", name="Conversation").get_by_role("article").last
+    links = turn.locator(".reply a")
+    expect(links).to_have_count(3)
+    assert links.evaluate_all("els => els.map(e => [e.getAttribute('href'), e.textContent])") == [
+        ["https://example.com/docs", "https://example.com/docs"],
+        ["https://example.com/x", "https://example.com/x"],
+        ["https://example.com/b", "https://example.com/b"],
+    ]
+    assert turn.locator(".reply a a").count() == 0
+    page.reload()  # the stored transcript renders too
+    expect(page.get_by_role("region", name="Conversation").locator(".reply a")).to_have_count(3)
 
 
 def test_screenshots_phone_and_desktop(

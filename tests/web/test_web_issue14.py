@@ -121,7 +121,8 @@ def test_a_turns_changes_all_changes_and_a_running_turns_so_far(
 def test_rewind_refusals_force_and_undo(page: Page, c2: C2Process, tmp_path: Path):
     """The "Rewind to here" control restores turn 1's files and shows the rewind with "Undo rewind",
     which brings turn 2's back; outside changes are listed with "Rewind anyway"; a rewind
-    while a turn runs says so; the rewinds stay in the conversation after a reload."""
+    while a turn runs says so; undoing the forced one says so; the rewinds stay in the
+    conversation after a reload."""
     repo = make_repo(tmp_path, with_origin=False)
     session = worktree_session(c2, repo)
     sid, tree = session["id"], Path(session["worktree_path"])
@@ -152,6 +153,11 @@ def test_rewind_refusals_force_and_undo(page: Page, c2: C2Process, tmp_path: Pat
     expect(refused).to_have_count(0)
     until(lambda: read(target) == "one\n", "the forced rewind")
     expect(notes).to_have_count(3)
+    # Its undo goes back to a tree no turn ended (the outside change): said as an undo.
+    notes.last.get_by_role("button", name="Undo rewind").click()
+    expect(notes).to_have_count(4)
+    expect(notes.last).to_contain_text("Rewind undone")
+    until(lambda: read(target) == "mine\n", "the undo to restore the outside change")
 
     send(page, "/hang")
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
@@ -162,9 +168,11 @@ def test_rewind_refusals_force_and_undo(page: Page, c2: C2Process, tmp_path: Pat
     expect(page.get_by_role("button", name="Stop")).to_have_count(0)
 
     page.reload()
-    expect(notes).to_have_count(3)
+    expect(notes).to_have_count(4)
     expect(notes.nth(0)).to_contain_text("after turn 1")
     expect(notes.nth(1)).to_contain_text("after turn 2")
+    expect(notes.nth(2)).to_contain_text("after turn 1")
+    expect(notes.last).to_contain_text("Rewind undone")
 
 
 def test_fork_from_a_turn_opens_the_child_with_lineage_and_primed_mark(

@@ -136,6 +136,31 @@ export const usage = new Observable<Record<string, { input: number; output: numb
 /** Bumped by a `resync`: views drop derived state and reload. */
 export const epoch = new Observable<number>(0);
 
+/**
+ * Whether this tab's stream has had its welcome frame: from then on every event reaches the
+ * `onEvent` listeners (a reconnect resumes after the last event). A fresh stream starts at the
+ * log's head when the server takes it, so state read before then misses whatever happened
+ * between the read and that start; views read through `whenLive`.
+ */
+export const streamLive = new Observable<boolean>(false);
+
+/**
+ * Call `read` once the stream is live (at once when it is); returns a canceller. A view
+ * subscribes with `onEvent` first, then reads here, then applies what it buffered meanwhile.
+ */
+export function whenLive(read: () => void): () => void {
+  if (streamLive.value) {
+    read();
+    return () => undefined;
+  }
+  const off = streamLive.subscribe(() => {
+    if (!streamLive.value) return;
+    off();
+    read();
+  });
+  return off;
+}
+
 type EventListener = (event: StreamEvent) => void;
 const eventListeners = new Set<EventListener>();
 
@@ -254,6 +279,7 @@ function dispatch(frame: StreamFrame): void {
     deleted.clear();
     sessions.set(sortNewestFirst(frame.sessions));
     void loadRest(frame.next_cursor);
+    streamLive.set(true);
   } else if (frame.kind === "resync") {
     epoch.set(epoch.value + 1);
   } else if (frame.kind === "event") {
@@ -292,6 +318,7 @@ export function startStream(): void {
 export function stopStream(): void {
   stream?.close();
   stream = null;
+  streamLive.set(false);
   listing++;
   sessions.set([]);
   sessionsComplete.set(false);

@@ -28,8 +28,12 @@ type Inline = ComponentChildren[];
 const INLINE =
   /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|__([^_]+)__|~~([^~]+)~~|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_|\[([^\]]*)\]\(([^)\s]*)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/;
 
-/** Inline spans of one block's text. */
-export function inline(text: string): Inline {
+/**
+ * Inline spans of one block's text. Inside a link's label (`links` false) links are text: an
+ * anchor cannot hold another, and a bare URL as its own label would be parsed as a link again
+ * and again.
+ */
+export function inline(text: string, links = true): Inline {
   const out: Inline = [];
   let rest = text;
   while (rest.length > 0) {
@@ -41,9 +45,10 @@ export function inline(text: string): Inline {
     if (m.index > 0) out.push(rest.slice(0, m.index));
     const [whole, , code, bold1, bold2, strike, em1, em2, label, href, bare] = m;
     if (code !== undefined) out.push(<code>{code}</code>);
-    else if (bold1 !== undefined || bold2 !== undefined) out.push(<strong>{inline(bold1 ?? bold2 ?? "")}</strong>);
-    else if (strike !== undefined) out.push(<s>{inline(strike)}</s>);
-    else if (em1 !== undefined || em2 !== undefined) out.push(<em>{inline(em1 ?? em2 ?? "")}</em>);
+    else if (bold1 !== undefined || bold2 !== undefined) out.push(<strong>{inline(bold1 ?? bold2 ?? "", links)}</strong>);
+    else if (strike !== undefined) out.push(<s>{inline(strike, links)}</s>);
+    else if (em1 !== undefined || em2 !== undefined) out.push(<em>{inline(em1 ?? em2 ?? "", links)}</em>);
+    else if (!links) out.push(whole);
     else if (label !== undefined) out.push(link(label, href ?? "", whole));
     else if (bare !== undefined) out.push(link(bare, bare, bare));
     rest = rest.slice(m.index + whole.length);
@@ -56,7 +61,7 @@ function link(label: string, href: string, source: string): ComponentChildren {
   if (safe === null) return source; // shown as typed, never clickable
   return (
     <a href={safe} target="_blank" rel="noopener noreferrer nofollow">
-      {inline(label)}
+      {inline(label, false)}
     </a>
   );
 }

@@ -9,7 +9,7 @@
  * tab converges on the server's queue.
  */
 import { useEffect, useState } from "preact/hooks";
-import { epoch, onEvent, sessions } from "../app.js";
+import { epoch, onEvent, sessions, whenLive } from "../app.js";
 import { editQueued, getQueue, removeQueued, resumeQueue } from "../c2/generated/sdk.gen.js";
 import type { QueueItem, StreamEvent } from "../c2/generated/types.gen.js";
 import { problemMessage } from "../errors.js";
@@ -52,15 +52,16 @@ export function useQueue(id: string): QueueState {
       else apply(event);
     });
     set(EMPTY);
-    void getQueue({ path: { session_id: id } }).then((result) => {
+    const stop = whenLive(() => void getQueue({ path: { session_id: id } }).then((result) => {
       if (!alive) return;
       if (result.data !== undefined) set({ paused: result.data.paused, reason: result.data.pause_reason, items: result.data.items });
       const pending = buffer ?? [];
       buffer = null;
       for (const event of pending) apply(event);
-    });
+    }));
     return () => {
       alive = false;
+      stop();
       off();
     };
   }, [id, generation]);

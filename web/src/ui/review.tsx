@@ -177,14 +177,17 @@ export function TurnTools({ number, live, checkpoint }: { number: number | null;
 
 /**
  * A rewind as the conversation shows it; the latest one (nothing ran since) offers the undo:
- * rewinding to the tree it replaced.
+ * rewinding to the tree it replaced. A rewind to a tree that ends no turn is, in the app, the
+ * undo of the rewind before it (`undoes`: it restores what that one replaced), and says so:
+ * "an earlier state" would be wrong, it is the later one.
  */
-export function RewindNote({ item, latest }: { item: Extract<Item, { type: "rewind" }>; latest: boolean }) {
+export function RewindNote({ item, latest, undoes }: { item: Extract<Item, { type: "rewind" }>; latest: boolean; undoes: boolean }) {
   const review = useContext(ReviewContext);
   const where = item.toTurn === null ? "an earlier state" : item.toTurn === 0 ? "the start of the session" : `after turn ${item.toTurn}`;
+  const said = item.toTurn === null && undoes ? "Rewind undone: the files are back as they were before it." : `Files rewound to ${where}.`;
   return (
     <p class="rewind-note" role="note">
-      Files rewound to {where}.{" "}
+      {said}{" "}
       {latest && review?.checkpoints && (
         <button type="button" class="link" onClick={() => review.rewind({ toCheckpoint: item.pre }, false)}>
           Undo rewind

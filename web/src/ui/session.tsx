@@ -3,13 +3,13 @@
  * permissions and the composer.
  *
  * Loading follows the protocol's merge rule: subscribe to live events first and buffer them,
- * read the newest transcript page, then apply the buffered events whose `transcript_seq` is
+ * read the newest transcript page once the stream is live, then apply the buffered events whose `transcript_seq` is
  * above the page's `snapshot_through`; from then on events apply as they come. A `resync`
  * (epoch change) reloads from scratch.
  */
 import { Component } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { epoch, mergeSnapshot, onEvent, sessions, sessionsComplete, usage } from "../app.js";
+import { epoch, mergeSnapshot, onEvent, sessions, sessionsComplete, usage, whenLive } from "../app.js";
 import {
   answerPermission,
   cancel,
@@ -135,7 +135,7 @@ class TurnView extends Component<TurnProps> {
         </div>
         {turn.userSeq !== null && <TurnTools number={number} live={live} checkpoint={turn.checkpoint} />}
         {rewinds.map((item, i) => (
-          <RewindNote item={item} latest={newest && !live && i === rewinds.length - 1} />
+          <RewindNote item={item} latest={newest && !live && i === rewinds.length - 1} undoes={i > 0 && rewinds[i - 1].pre === item.checkpoint} />
         ))}
       </article>
     );
@@ -611,7 +611,7 @@ function useConversation(id: string, at: HitTarget | null) {
       else apply(event);
     });
     const query = jumped ? { before: at.before as number, limit: PAGE_TURNS } : { limit: PAGE_TURNS };
-    void getTranscript({ path: { session_id: id }, query }).then((page) => {
+    const stop = whenLive(() => void getTranscript({ path: { session_id: id }, query }).then((page) => {
       if (!alive) return;
       if (page.data === undefined) {
         setError(problemMessage(page.error));
@@ -623,9 +623,10 @@ function useConversation(id: string, at: HitTarget | null) {
       buffer = null;
       for (const event of pending) apply(event);
       render((n) => n + 1);
-    });
+    }));
     return () => {
       alive = false;
+      stop();
       off();
     };
   }, [id, generation]);
@@ -658,6 +659,7 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
   const anchor = useRef<number | null>(null);
   const paging = useRef(false);
   const follow = useRef(false);
+  const followedTo = useRef(0); // where the last follow scrolled to
   const queue = useQueue(id);
   // Diffs and rewinds need checkpoints: a worktree still there, or a turn that recorded one.
   const discarded = session?.worktree_discarded ?? false;
@@ -685,7 +687,9 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
       follow.current = true;
       requestAnimationFrame(() => {
         follow.current = false;
-        if (stick.current) el.scrollTop = el.scrollHeight;
+        if (!stick.current) return;
+        el.scrollTop = el.scrollHeight;
+        followedTo.current = el.scrollTop;
       });
     }
   });
@@ -797,7 +801,11 @@ export function SessionPage({ id, at = null }: { id: string; at?: HitTarget | nu
           ref={scroller}
           onScroll={(e) => {
             const el = e.currentTarget;
-            stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+            const atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+            // Only the reader scrolling up stops the following. The event of our own scroll
+            // to the end can arrive after a tall block (a plan, a tool call) was added below:
+            // measured then, that scroll would read as far from the end.
+            stick.current = atEnd || (stick.current && el.scrollTop >= followedTo.current - 1);
           }}
           onWheel={(e) => {
             if (e.deltaY < 0) nearTop();
