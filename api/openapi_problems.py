@@ -78,7 +78,7 @@ _OWN_CODES: dict[str, tuple[str, ...]] = {
     "setSandbox": _SETTINGS,
     "setModel": (*_SETTINGS, "unknown_model"),
     "setMode": (*_SETTINGS, "unknown_mode"),
-    "setConfigOption": ("operation_failed",),  # only while the agent runs: no load
+    "setConfigOption": ("no_such_session", "operation_failed"),  # only while the agent runs
     # session reads and removals
     "listSessions": ("invalid_cursor",),
     "getSession": ("no_such_session",),

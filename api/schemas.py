@@ -15,9 +15,19 @@ from pydantic import (
     Field,
     create_model,
     field_validator,
+    model_validator,
 )
 
-from c2.core.protocol.ops import OP_TYPES, Doc, NewSessionOp, Op, SkillBlock, TextBlock, op_tag
+from c2.core.protocol.ops import (
+    OP_TYPES,
+    Doc,
+    NewSessionOp,
+    Op,
+    SkillBlock,
+    TextBlock,
+    one_rewind_target,
+    op_tag,
+)
 from c2.core.protocol.state import SessionSnapshot
 from c2.core.protocol.values import (
     BUILTIN_PROVIDERS,
@@ -138,6 +148,11 @@ class RewindBody(_Body):
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
     request_id: RequestId | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RewindBody:
+        one_rewind_target(self.to_turn, self.to_checkpoint)
+        return self
 
 
 class QueueBody(_Body):

@@ -252,10 +252,6 @@ class CheckpointService:
         what the folder held before is kept as a checkpoint of its own."""
         rid, sid = op.request_id, op.session
         try:
-            if (op.to_turn is None) == (op.to_checkpoint is None):
-                raise NoSuchCheckpointError(
-                    "name exactly one of to_turn and to_checkpoint", session=sid
-                )
             live = await self._live.load(sid, rid)
             async with live.lock:  # no turn can start while the tree is being restored
                 if live.turn is not None or is_busy(live.record.activity):

@@ -230,10 +230,11 @@ class SessionOptions:
         live.record = live.record.evolve(**{name: getattr(record, name) for name in fields})
 
     async def set_config_option(self, op: SetConfigOptionOp) -> ConfigResult:
-        """Set one of the agent's config options (only while its agent runs); the model and
-        mode follow when the option carries them."""
-        live = self._live.get(op.session)
-        if live is None or not live.agent_alive or live.acp_session_id is None:
+        """Set one of the agent's config options (only while its agent runs; a session that does
+        not exist is refused as such); the model and mode follow when the option carries
+        them."""
+        live = await self._load(op.session, None, f"set {op.config_id}")
+        if not live.agent_alive or live.acp_session_id is None:
             error = OperationFailedError(
                 f"can't set {op.config_id} while the session's agent isn't running; "
                 "send a prompt first",

@@ -426,9 +426,9 @@ class TurnRunner:
     ) -> AnswerResult:
         """Answer a parked permission as `answered_by` (recorded in the transcript and the
         `permission_resolved` event)."""
-        live = self._live.get(op.session)
-        if live is None:
-            raise PermissionNotPendingError("no such pending permission", session=op.session)
+        # A session that does not exist is 404, as for every op (docs/api.md §3), not a
+        # permission that is no longer pending.
+        live = await self._live.load(op.session)
         async with live.lock:
             turn = live.turn
             parked = turn.parked.get(op.request_id) if turn is not None else None

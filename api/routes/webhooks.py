@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from c2.api.authn import DeviceDep, ServicesDep, current_device
 from c2.api.openapi import Responses
@@ -26,7 +26,6 @@ class WebhookCreate(BaseModel):
     """A webhook: `events` are event names (`permission_request`, `turn_ended`, `error`, …);
     `secret` signs every delivery. `include_content` opts in to transcript content."""
 
-    model_config = ConfigDict(extra="forbid")
     url: str = Field(min_length=1, max_length=2048, description="http(s) URL")
     events: list[EventName] = Field(min_length=1, max_length=32)
     secret: str = Field(min_length=1, max_length=512)
@@ -37,7 +36,6 @@ class WebhookCreate(BaseModel):
 class WebhookPatch(BaseModel):
     """Fields to change; `{"enabled": true}` re-enables a disabled webhook."""
 
-    model_config = ConfigDict(extra="forbid")
     url: str | None = Field(default=None, min_length=1, max_length=2048)
     events: list[EventName] | None = Field(default=None, min_length=1, max_length=32)
     secret: str | None = Field(default=None, min_length=1, max_length=512)

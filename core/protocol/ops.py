@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     field_validator,
+    model_validator,
 )
 
 from c2.core.protocol.values import (
@@ -202,6 +203,18 @@ class RewindOp(_Op):
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
     request_id: RequestId | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RewindOp:
+        one_rewind_target(self.to_turn, self.to_checkpoint)
+        return self
+
+
+def one_rewind_target(to_turn: int | None, to_checkpoint: str | None) -> None:
+    """A rewind names exactly one target: a missing or ambiguous one is invalid input (422),
+    not a checkpoint that does not exist."""
+    if (to_turn is None) == (to_checkpoint is None):
+        raise ValueError("name exactly one of to_turn and to_checkpoint")
 
 
 Op = Annotated[

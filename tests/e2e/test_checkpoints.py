@@ -257,6 +257,13 @@ async def test_rewind_refusals_and_force(client: Client, tmp_path: Path) -> None
     missing = await rewind(client, sid, 404, to_checkpoint="0" * 40)
     assert missing["code"] == "no_such_checkpoint"
     assert (await rewind(client, sid, 422, to_turn=-1))["code"] == "validation_error"
+    # No target, or two: invalid input, through the resource route and /v1/ops alike.
+    for body in ({}, {"to_turn": 1, "to_checkpoint": "0" * 40}):
+        both = await client.http.post(f"/v1/sessions/{sid}/rewind", json=body)
+        assert both.status_code == 422, both.text
+        assert "exactly one of to_turn and to_checkpoint" in both.json()["detail"]
+        op = await client.http.post("/v1/ops", json={"op": "rewind", "session": sid, **body})
+        assert op.status_code == 422 and op.json()["code"] == "validation_error", op.text
 
 
 async def test_plain_git_folder_needs_force_and_keeps_the_index(

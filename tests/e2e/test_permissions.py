@@ -145,6 +145,9 @@ async def test_invalid_answers_are_noops(client: Client, workdir: Path) -> None:
     errors = [e for e in stream.events[count:] if e["event"] == "error"]
     assert errors == []
     assert said(stream, sid) == "allow"
+    # A session that does not exist is not a permission that stopped pending.
+    unknown = await client.answer("00000000-0000-0000-0000-000000000000", input_id, "allow")
+    assert unknown.status_code == 404 and unknown.json()["code"] == "no_such_session"
 
 
 async def test_cancel_drains_parked_inputs_first(client: Client, workdir: Path) -> None:

@@ -164,7 +164,7 @@ async def test_scopes_a_route_inside_the_scope_passes_the_check(
     assert (await read.get("/v1/sessions/no-such-thing")).status_code == 404
     assert (await read.post("/v1/stream-tickets")).status_code == 200
     resp = await approve.post("/v1/sessions/no-such/permissions/nope", json={"option_id": None})
-    assert resp.json()["code"] == "permission_not_pending"  # looked up, not refused
+    assert resp.json()["code"] == "no_such_session"  # looked up, not refused
     bad = await approve.post("/v1/ops", json={"op": "answer_permission"})
     assert bad.status_code == 422  # its own op: validated, not refused
 

@@ -197,6 +197,11 @@ async def test_set_model_and_config_option_round_trip(client: Client, workdir: P
     snap = await client.snapshot(sid)
     assert snap["model"] == "echo-smart"
     assert {o["id"]: o["current"] for o in snap["config_options"]}["verbosity"] == "terse"
+    unknown = await client.http.put(
+        "/v1/sessions/00000000-0000-0000-0000-000000000000/config-options/verbosity",
+        json={"value": "terse"},
+    )
+    assert unknown.status_code == 404 and unknown.json()["code"] == "no_such_session"
 
 
 async def test_prompt_survives_client_disconnect(client: Client, workdir: Path) -> None:

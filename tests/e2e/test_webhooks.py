@@ -124,8 +124,9 @@ async def test_webhook_routes_validate_and_never_echo_the_secret(
     assert SECRET not in json.dumps(listed)
     got = await client.http.get(f"/v1/webhooks/{created['id']}")
     assert got.status_code == 200 and got.json() == created
+    # Unknown request fields are ignored (docs/api.md §1), here as everywhere.
     patched = await client.http.patch(
-        f"/v1/webhooks/{created['id']}", json={"events": ["error", "error"]}
+        f"/v1/webhooks/{created['id']}", json={"events": ["error", "error"], "colour": "red"}
     )
     assert patched.status_code == 200 and patched.json()["events"] == ["error"]
     bad = await client.http.patch(f"/v1/webhooks/{created['id']}", json={"events": ["x"]})
