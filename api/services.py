@@ -74,6 +74,7 @@ class Services:
             pair_attempts_per_minute=settings.pair_attempts_per_minute,
             webhook_backoff_scale=settings.webhook_backoff_scale,
             vapid_subject=settings.vapid_subject,
+            push_private_endpoints=settings.push_private_endpoints,
             cluster=cluster_config(settings),
         )
         self.membership = self.core.membership

@@ -58,6 +58,9 @@ class Settings:
     # -- notifications (issue 15) --
     webhook_backoff_scale: float = 1.0  # multiplies the retry delays (tests shorten them)
     vapid_subject: str = ""  # Web Push `sub` claim; empty: mailto: of this host
+    # C2_PUSH_PRIVATE_ENDPOINTS=1: Web Push endpoints may be http and on loopback or private
+    # addresses (a push service on the LAN, a test's); by default https on public ones only.
+    push_private_endpoints: bool = False
     # -- scale-out (issue 18) --
     cluster: bool = False  # --cluster / C2_CLUSTER=1: a member of a cluster on PostgreSQL
     advertise_url: str = ""  # how peers reach this instance; empty: http://<host>:<port>
@@ -129,6 +132,8 @@ class Settings:
             ),
             webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
             vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
+            push_private_endpoints=env.get("C2_PUSH_PRIVATE_ENDPOINTS", "").strip().lower()
+            in _TRUE,
             cluster=cluster or env.get("C2_CLUSTER", "").strip().lower() in _TRUE,
             advertise_url=(advertise_url or env.get("C2_ADVERTISE_URL", "")).rstrip("/"),
             cluster_lease_seconds=max(0.5, float(lease)) if lease else DEFAULT_LEASE_SECONDS,

@@ -52,6 +52,7 @@ class Runtime:
         pair_attempts_per_minute: int = 10,
         webhook_backoff_scale: float = 1.0,
         vapid_subject: str = "",
+        push_private_endpoints: bool = False,
         cluster: ClusterConfig | None = None,
     ) -> None:
         self.home = home
@@ -97,7 +98,9 @@ class Runtime:
         self.search = SearchService(self.store)
         self.webhook_dispatcher = WebhookDispatcher(self.store, backoff_scale=webhook_backoff_scale)
         self.webhooks = WebhookService(self.store, due=self.webhook_dispatcher.wake)
-        self.push = PushService(self.store, home, vapid_subject)
+        self.push = PushService(
+            self.store, home, vapid_subject, private_endpoints=push_private_endpoints
+        )
         self._store_started = False
         self._home: HomeLock | None = None
 

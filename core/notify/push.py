@@ -23,6 +23,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -121,6 +122,29 @@ def check_subscription(body: dict[str, Any]) -> tuple[str, str, str]:
     return endpoint, p256dh, auth
 
 
+def endpoint_refusal(endpoint: str) -> str | None:
+    """Why c2 does not push to `endpoint` by default, or None. Any paired device, a read-only
+    one too, registers the endpoints c2 then POSTs to; browsers' push services are https on
+    public addresses, so anything else would let such a device aim c2's requests inside the
+    network. Resolves the host (blocking: call it on a worker thread)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme != "https" or not parts.hostname:
+        return "the endpoint must be an https URL (a browser's push service)"
+    try:
+        addresses = {
+            info[4][0]
+            for info in socket.getaddrinfo(
+                parts.hostname, parts.port or 443, type=socket.SOCK_STREAM
+            )
+        }
+    except (OSError, UnicodeError) as exc:
+        return f"the endpoint's host {parts.hostname} does not resolve: {exc}"
+    for address in sorted(addresses):
+        if not ipaddress.ip_address(str(address).split("%", 1)[0]).is_global:
+            return f"the endpoint's host {parts.hostname} is not a public address ({address})"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Notification:
     """One push to send: its payload, its topic (a newer push replaces it) and urgency."""
@@ -133,9 +157,13 @@ class Notification:
 class PushService:
     """The VAPID public key, subscriptions per device, and the pushing worker."""
 
-    def __init__(self, store: Store, home: Path, subject: str = "") -> None:
+    def __init__(
+        self, store: Store, home: Path, subject: str = "", *, private_endpoints: bool = False
+    ) -> None:
         self._store = store
         self._home = home
+        # Endpoints anywhere (C2_PUSH_PRIVATE_ENDPOINTS), else only endpoint_refusal's.
+        self._private_endpoints = private_endpoints
         self.subject = subject or default_subject()
         if not self.subject.startswith(("mailto:", "https:")):
             raise ValueError(f"the VAPID subject must be a mailto: or https: URI: {subject!r}")
@@ -173,6 +201,9 @@ class PushService:
     async def subscribe(self, device_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Record a browser's push subscription for `device_id`; its wire form."""
         endpoint, p256dh, auth = check_subscription(body)
+        refusal = await self._refusal(endpoint)
+        if refusal is not None:
+            raise InvalidPushSubscriptionError(refusal)
         sub = PushSubscription(
             id=hashlib.sha256(endpoint.encode("utf-8")).hexdigest()[:32],
             device_id=device_id,
@@ -182,6 +213,11 @@ class PushService:
         )
         await self._store.write(lambda uow: WebhookRepository(uow.conn).subscribe_push(sub))
         return {"id": sub.id, "endpoint": endpoint, "device_id": device_id}
+
+    async def _refusal(self, endpoint: str) -> str | None:
+        if self._private_endpoints:
+            return None
+        return await asyncio.to_thread(endpoint_refusal, endpoint)
 
     async def subscriptions(self, device_id: str) -> list[dict[str, Any]]:
         """The push subscriptions of `device_id`."""
@@ -253,6 +289,12 @@ class PushService:
     ) -> None:
         import httpx  # loaded with the client (core/outbound.py)
 
+        # Checked again before each push: the host's addresses may have changed since (a name
+        # that resolved to a public address at subscription, and no longer does).
+        refusal = await self._refusal(sub.endpoint)
+        if refusal is not None:
+            log.warning("push to subscription %s not sent: %s", sub.id, refusal)
+            return
         data = json.dumps(note.payload, separators=(",", ":")).encode("utf-8")
         info = {"endpoint": sub.endpoint, "keys": {"p256dh": sub.p256dh, "auth": sub.auth}}
         try:

@@ -20,8 +20,12 @@ from tests.notify.receivers import Received
 SUBJECT = "mailto:ops@example.com"
 
 
+# The fake push service listens on 127.0.0.1 over http: only allowed when asked for.
+PRIVATE = {"C2_PUSH_PRIVATE_ENDPOINTS": "1"}
+
+
 def _server(home: Path) -> Iterator[C2Process]:
-    c2 = C2Process(home, env={"C2_VAPID_SUBJECT": SUBJECT})
+    c2 = C2Process(home, env={"C2_VAPID_SUBJECT": SUBJECT, **PRIVATE})
     c2.start()
     yield c2
     c2.stop()
@@ -101,6 +105,60 @@ async def test_subscriptions_are_checked(client: Client, pushes: FakePushService
     assert (await client.http.delete(f"/v1/push-subscriptions/{first['id']}")).status_code == 204
     gone = await client.http.delete(f"/v1/push-subscriptions/{first['id']}")
     assert gone.status_code == 404 and gone.json()["code"] == "no_such_push_subscription"
+
+
+async def test_endpoints_are_public_https_unless_private_ones_are_allowed(
+    tmp_path: Path, pushes: FakePushService
+):
+    """By default a subscription's endpoint must be https on a public address: any paired
+    device, a read-only one too, names where c2 POSTs. A stored endpoint that no longer
+    qualifies (here: stored while private ones were allowed) gets no push either."""
+    home = tmp_path / "home"
+    strict = C2Process(home, env={"C2_VAPID_SUBJECT": SUBJECT})
+    strict.start()
+    client = Client(strict)
+    try:
+        browser = Browser.new(pushes.endpoint("a")).to_json()
+        for endpoint, said in (
+            (pushes.endpoint("a"), "https"),
+            ("https://127.0.0.1/push/a", "not a public address"),
+            ("https://localhost:8443/push/a", "not a public address"),
+            ("https://10.1.2.3/push/a", "not a public address"),
+            ("https://[::1]/push/a", "not a public address"),
+        ):
+            resp = await client.http.post(
+                "/v1/push-subscriptions", json={**browser, "endpoint": endpoint}
+            )
+            assert resp.status_code == 422, (endpoint, resp.text)
+            assert resp.json()["code"] == "invalid_push_subscription"
+            assert said in resp.json()["detail"], resp.text
+        assert (await client.http.get("/v1/push-subscriptions")).json()["subscriptions"] == []
+    finally:
+        await client.aclose()
+        strict.stop()
+    lax = C2Process(home, env={"C2_VAPID_SUBJECT": SUBJECT, **PRIVATE})
+    lax.start()
+    client = Client(lax)
+    try:
+        await _subscribe(client, Browser.new(pushes.endpoint("a")))
+    finally:
+        await client.aclose()
+        lax.stop()
+    strict.start()
+    client = Client(strict)
+    try:
+        sid = (await client.new_session(tmp_path))["id"]
+        async with EventReader(client, session=sid) as stream:
+            await stream.frame()
+            assert (await client.prompt(sid, "/text hello")).status_code == 202
+            await stream.until_event("turn_ended")
+        with anyio.fail_after(10):
+            while "not sent: the endpoint must be an https URL" not in strict.log_tail():  # noqa: ASYNC110 - the server process's log
+                await anyio.sleep(0.05)
+        assert pushes.requests == []
+    finally:
+        await client.aclose()
+        strict.stop()
 
 
 def _messages(reqs: list[Received], browser: Browser) -> list[dict[str, Any]]:

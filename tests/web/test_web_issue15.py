@@ -33,6 +33,15 @@ from tests.web.conftest import api, new_session, paired, until
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.fixture(scope="module")
+def c2(web_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C2Process]:
+    """The module's server, allowed to push to the fake push service (http on 127.0.0.1)."""
+    server = C2Process(tmp_path_factory.mktemp("c2home"), env={"C2_PUSH_PRIVATE_ENDPOINTS": "1"})
+    server.start()
+    yield server
+    server.stop()
+
+
 def _prompt_and_wait(client: httpx.Client, session_id: str, text: str) -> None:
     resp = client.post(
         f"/v1/sessions/{session_id}/prompt", json={"doc": [{"type": "text", "text": text}]}
