@@ -74,6 +74,11 @@ MAX_GROUP = 64
 Write = Callable[[UnitOfWork], None]
 
 
+# What only a running turn records: transcript rows and their events. Session state (config
+# options, modes, usage, the context window) is taken whenever the agent reports it.
+TRANSCRIPT_UPDATES = (TextChunk, ThoughtChunk, ToolCallUpdate, PlanUpdate)
+
+
 class AgentFeed:
     """The AgentHandler of one live session: records what its agent says, decides or parks
     what it asks."""
@@ -120,6 +125,12 @@ class AgentFeed:
         state it changes), in arrival order; never waits for the writer."""
         if self._detached:
             return  # dropped from this process: someone else records this session now
+        if isinstance(update, TRANSCRIPT_UPDATES) and not self._in_turn():
+            # Said after its turn ended without it (deleted, cancelled past the grace, c2
+            # stopping): a turn that ended with a terminal error, or a session deleted, must
+            # get nothing more in its transcript or on the stream.
+            log.debug("session %s: %s after its turn ended, dropped", self._live.id, update)
+            return
         match update:
             case TextChunk():
                 self._add_chunk("text", update.message_id, update.text)
@@ -130,6 +141,10 @@ class AgentFeed:
         step = self._step(update)
         if step is not None:
             self._add(*step)
+
+    def _in_turn(self) -> bool:
+        turn = self._live.turn
+        return turn is not None and turn.accepted
 
     def _step(self, update: AgentUpdate) -> tuple[Write, UsageStep | None] | None:
         """The write recording `update` (and the usage ledger's step riding on it), applying

@@ -394,11 +394,9 @@ class TurnRunner:
             await asyncio.gather(turn.task, return_exceptions=True)
 
     async def shutdown(self) -> None:
-        """End every turn: parked inputs answered cancelled, tasks cancelled and awaited (each
-        ends with a terminal error, never turn_ended)."""
-        for live in self._live:
-            if live.turn is not None:
-                live.turn.drain()
+        """End every turn: tasks cancelled and awaited, each ending failed/interrupted with a
+        terminal error (never turn_ended) after answering what it still had parked cancelled,
+        recorded as c2's own answers (`_end_turn`), as any other end of a turn does."""
         await self._tasks.close()
 
     async def _escalate_cancel(self, live: LiveSession, turn: LiveTurn) -> None:

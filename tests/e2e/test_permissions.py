@@ -231,17 +231,30 @@ async def test_second_client_sees_parked_permission_in_welcome(
 
 
 async def test_restart_drops_parked_permission(fresh_c2: C2Process, workdir: Path) -> None:
-    """After a restart nothing is actionable: failed/interrupted, old input id is a no-op."""
+    """After a restart nothing is actionable: failed/interrupted, old input id is a no-op.
+    Stopping, c2 answered the parked input cancelled on the record, as any end of a turn
+    does (the audit row and the event that withdraws notifications), and the agent's reply to
+    that answer came after the turn's end, so it is in neither the log nor the transcript."""
     client = Client(fresh_c2)
     sid = (await client.new_session(workdir))["id"]
     async with EventReader(client, session=sid) as stream:
         await stream.frame()
         await client.prompt(sid, "/permission execute Deploy")
         req = await stream.until_event("permission_request")
+        last = stream.ids[-1]
     await client.aclose()
     fresh_c2.stop()
     fresh_c2.start()
     client = Client(fresh_c2)
+    async with EventReader(client, session=sid, after=last) as stream:
+        await stream.until_event("error")
+    after = [e["event"] for e in stream.events]
+    assert after == ["permission_resolved", "session_activity_changed", "error"], after
+    resolved = stream.events[0]
+    assert resolved["request_id"] == req["request_id"]
+    assert resolved["option_id"] is None and resolved["answered_by"] is None
+    page = (await client.http.get(f"/v1/sessions/{sid}/transcript")).json()
+    assert [e["part"]["kind"] for e in page["entries"]] == ["prompt", "permission"]
     snap = await client.snapshot(sid)
     assert snap["activity"]["state"]["kind"] == "failed"
     assert snap["activity"]["state"]["reason"] == "interrupted"

@@ -257,6 +257,36 @@ def alive(pid: int) -> bool:
         return False
 
 
+async def test_a_session_deleted_mid_stream_gets_nothing_after_its_turn_ended(
+    client: Client, workdir: Path
+) -> None:
+    """Deleting a session whose agent streams ends its turn failed/interrupted with the
+    terminal error, then `session_deleted`; what the agent still says until it is stopped
+    reaches neither the stream nor the transcript (it used to come after both)."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventReader(client) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "/pid\n/stamped 3000 300")).status_code == 202
+        pid = int((await stream.until_event("agent_text", session=sid))["text"].split("=")[1])
+        for _ in range(20):  # well into the stream
+            await stream.until_event("agent_text", session=sid)
+        assert (await client.http.delete(f"/v1/sessions/{sid}")).status_code == 204
+        await stream.until_event("session_deleted", session=sid)
+        await wait_gone(pid)
+        # Anything the agent said before it died is in the log before this barrier.
+        barrier = (await client.new_session(workdir))["id"]
+        await stream.until_event("session_created", session=barrier)
+    mine = [e for e in stream.events if e.get("session") == sid]
+    end = next(n for n, e in enumerate(mine) if e["event"] == "error")
+    assert mine[end]["terminal"] is True
+    assert mine[end - 1]["activity"]["state"]["reason"] == "interrupted"
+    assert [e["event"] for e in mine[end + 1 :]] == ["session_deleted"]
+    said_seqs = [e["transcript_seq"] for e in mine if e["event"] == "agent_text"]
+    page = (await client.http.get(f"/v1/sessions/{sid}/transcript")).json()
+    last = page["entries"][-1]
+    assert last.get("last_seq", last["seq"]) == said_seqs[-1]
+
+
 async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Process, workdir: Path) -> None:
     """A server killed mid-turn comes back with failed/interrupted, never a stale running."""
     client = Client(fresh_c2)
