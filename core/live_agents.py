@@ -51,6 +51,10 @@ class LiveAgents:
         self._sessions: dict[str, LiveSession] = {}
         # Sessions holding an agent slot: reserved before the spawn, released on close.
         self._slots: set[LiveSession] = set()
+        # Sessions whose accepted turn will start their agent: a slot each, held from before
+        # turn_started until that start (or the turn's end without one), so prompts accepted
+        # together never outnumber the slots (the last one's turn would fail on capacity).
+        self._reserved: set[LiveSession] = set()
         self._process_records = AgentRecords(store)
         # Agents detached from their session and still shutting down (deletion, ignored cancel).
         self._retiring: set[Agent] = set()
@@ -102,9 +106,11 @@ class LiveAgents:
         """Start the session's agent (capacity-checked); raises ProviderUnavailableError."""
         entry = self._providers.get(live.record.provider)
         entry.check_available()
-        await self.make_room()
+        if live not in self._reserved:
+            await self.make_room()
         # Reserved with no await since make_room's last count: concurrent spawns see it.
         self._slots.add(live)
+        self._reserved.discard(live)
         try:
             agent = await self._agent_factory(
                 entry.launch(live.record.cwd), live.handler, self._process_records
@@ -127,18 +133,32 @@ class LiveAgents:
         await self.close(live)
         return await self.spawn(live)
 
-    def _occupied(self) -> list[LiveSession]:
-        """Slots in use: agents starting (reserved, no agent yet) or alive."""
-        return [live for live in self._slots if live.agent is None or live.agent.alive]
+    def reserve(self, live: LiveSession) -> None:
+        """Hold a slot for the session's agent, to be started by its turn (`spawn` takes it);
+        call right after `make_room`, with no await in between."""
+        self._reserved.add(live)
 
-    async def make_room(self) -> None:
+    def release(self, live: LiveSession) -> None:
+        """Give back a slot held by `reserve` and not taken (the turn ended without a start)."""
+        self._reserved.discard(live)
+
+    def _occupied(self) -> list[LiveSession]:
+        """Slots in use: held for a turn, agents starting (no agent yet) or alive."""
+        starting = [live for live in self._slots if live.agent is None or live.agent.alive]
+        return starting + [live for live in self._reserved if live not in self._slots]
+
+    async def make_room(self, session: str | None = None, request_id: str | None = None) -> None:
         """Make sure a slot is free (closing the least recently used idle agents) or raise
-        capacity. Re-counts after each eviction, as other spawns may run meanwhile."""
+        capacity (for `session`'s request `request_id`, when named). Re-counts after each
+        eviction, as other spawns may run meanwhile."""
         while len(occupied := self._occupied()) >= self.max_live_agents:
             idle = [live for live in occupied if live.agent_alive and live.turn is None]
             if not idle:
                 raise CapacityError(
-                    f"all {self.max_live_agents} live agents are busy", retry_after=5
+                    f"all {self.max_live_agents} live agents are busy",
+                    session=session,
+                    request_id=request_id,
+                    retry_after=5,
                 )
             await self.close(min(idle, key=lambda live: live.last_used))
 

@@ -108,8 +108,6 @@ class TurnRunner:
             live = await self._live.load(op.session, rid)
             await self._check_checkout(live.record, rid)
             await self._usage.admit(live.id, rid)  # 409 budget_exceeded
-            if not live.agent_alive:
-                await self._live.make_room()  # refuse (503 capacity) before turn_started
         except DomainError as exc:
             raise await self._reporter.reject(exc, terminal=True) from None
         async with live.lock:
@@ -122,12 +120,22 @@ class TurnRunner:
                     ),
                     terminal=False,
                 )
+            if not live.agent_alive:
+                # Refused (503 capacity) before turn_started, or a slot held for this turn's
+                # agent until its task starts it: prompts accepted at once never outnumber
+                # the slots.
+                try:
+                    await self._live.make_room(live.id, rid)
+                except DomainError as exc:
+                    raise await self._reporter.reject(exc, terminal=True) from None
+                self._live.reserve(live)
             turn = LiveTurn(turn_id=str(uuid.uuid4()), request_id=rid)
             live.turn = turn
             try:
                 seq = await self._accept(live, turn, op)
             except Exception as exc:
                 live.turn = None  # release the slot silently: the next prompt can start
+                self._live.release(live)
                 error = TurnFailedError(
                     f"couldn't persist prompt: {exc}", session=live.id, request_id=rid
                 )
@@ -257,6 +265,8 @@ class TurnRunner:
             message = f"turn failed: internal error ({type(exc).__name__})"
             await self._fail_turn(live, turn, "provider_error", message)
             return
+        finally:
+            self._live.release(live)  # a slot held for an agent the turn never started
         await self._flush(handler)
         lost = handler.take_lost_writes()
         if lost is not None:  # an update could not be committed: never end as if complete

@@ -185,6 +185,48 @@ async def test_concurrent_creates_respect_the_live_agent_limit(
         server.stop()
 
 
+async def test_concurrent_prompts_never_accept_more_turns_than_agent_slots(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Prompts to sessions without a live agent, all at once, with 2 slots: each is accepted
+    with a slot held for its agent, or refused 503 capacity before turn_started. An accepted
+    turn never fails on capacity when its agent starts (the slot used to be counted only then,
+    so one of three accepted turns failed 'all 2 live agents are busy')."""
+    server = C2Process(tmp_path / "home", env={"C2_MAX_LIVE_AGENTS": "2"})
+    server.start()
+    client = Client(server)
+    try:
+        sessions = [(await client.new_session(workdir))["id"] for _ in range(6)]
+        async with EventReader(client) as stream:
+            await stream.frame()
+            answers = await asyncio.gather(
+                *(client.prompt(sid, "/text started\n/hang") for sid in sessions)
+            )
+            accepted = [
+                sid for sid, a in zip(sessions, answers, strict=True) if a.status_code == 202
+            ]
+            for answer in answers:
+                if answer.status_code != 202:
+                    assert answer.status_code == 503, answer.text
+                    assert answer.json()["code"] == "capacity"
+            assert 1 <= len(accepted) <= 2
+            # Each accepted turn's agent started and took the prompt.
+            spoke: set[str] = set()
+            while spoke != set(accepted):
+                said = await stream.until(lambda e: e["event"] == "agent_text")
+                spoke.add(said["session"])
+        # (A non-terminal warning is expected: the scripted agent forgets an evicted session.)
+        ended = [e for e in stream.events if e["event"] == "error" and e["terminal"]]
+        assert [e for e in ended if e["session"] in accepted] == []
+        # Each refusal is its prompt's terminal error, for its session.
+        refused = {sid for sid in sessions if sid not in accepted}
+        assert {e["session"] for e in ended} == refused
+        assert {e["message"] for e in ended} == {"all 2 live agents are busy"}
+    finally:
+        await client.aclose()
+        server.stop()
+
+
 async def test_ignored_cancel_escalates_to_cancelled_and_restarts_the_agent(
     server: C2Process, workdir: Path
 ) -> None:
