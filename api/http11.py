@@ -55,6 +55,10 @@ class ChunkWriter:
         cycle.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
         return True
 
+    def unsent(self) -> int:
+        """Bytes written and not yet taken by the client's socket (its send buffer aside)."""
+        return self._cycle.transport.get_write_buffer_size()
+
 
 class HeadDeadlineProtocol(H11Protocol):
     """h11 with a deadline for each request head: a connection that stays silent, or sends

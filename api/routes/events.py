@@ -55,7 +55,9 @@ class EventStreamResponse(EventSourceResponse):
     armed, instead of sse-starlette's cancel scope (and timer) around every send: with one
     send per batch of frames to every client, that scope was a large share of the stream's
     CPU (bench/fleet.py). A send still blocked `send_timeout` seconds after it started is
-    cancelled and the client dropped, as before.
+    cancelled and the client dropped, unless the client took some of what waits for it
+    meanwhile: a slow link that reads on through a burst (one catch-up batch can take longer
+    than the timeout to drain) is not a client that stopped reading.
     """
 
     media_type = "text/event-stream"  # read by the OpenAPI generator from the class
@@ -79,6 +81,8 @@ class EventStreamResponse(EventSourceResponse):
         self._sender: asyncio.Task[object] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._overdue = False
+        self._writer: ChunkWriter | None = None  # the socket's, to see the client reading
+        self._unsent = 0  # bytes waiting for the client when the send's window started
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         timeout = self.send_timeout
@@ -88,6 +92,7 @@ class EventStreamResponse(EventSourceResponse):
         loop = asyncio.get_running_loop()
         self._sender = asyncio.current_task()
         self._sending_since = started = loop.time()
+        self._unsent = self._writer.unsent() if self._writer is not None else 0
         if self._watchdog is None:
             self._watchdog = loop.call_at(started + timeout, self._watch)
         try:
@@ -150,6 +155,7 @@ class EventStreamResponse(EventSourceResponse):
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
+        self._writer = write
         if write is not None and self._write_directly is not None:
             self._write_directly(write)
         frames = aiter(self.body_iterator)
@@ -194,6 +200,11 @@ class EventStreamResponse(EventSourceResponse):
             return  # idle: the next send arms the watchdog again
         loop = asyncio.get_running_loop()
         if loop.time() - started >= timeout:
+            unsent = self._writer.unsent() if self._writer is not None else 0
+            if unsent < self._unsent:  # the client took some: a new window from now
+                self._sending_since, self._unsent = loop.time(), unsent
+                self._watchdog = loop.call_at(loop.time() + timeout, self._watch)
+                return
             self._overdue = True
             self._sender.cancel()
         else:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from tests.cluster.conftest import Pair
 from tests.cluster.ghost import GHOST_ID, Ghost, cluster_key, ghost_member, set_owner
 from tests.cluster.test_cluster_lease import _id
-from tests.e2e.harness import C2Process, Client, EventReader
+from tests.e2e.harness import C2Process, Client, EventReader, poll_until
 
 # About relaying, not lapses: B, slowed 2 s by a loaded machine while starting a moved
 # session's agent, was judged gone, A took its running turn over and no `turn_ended` came.
@@ -27,6 +28,14 @@ SLOW_OWNER_SECONDS = 6.0
 
 def _prompts(server: C2Process) -> int:
     return len([m for m in server.agent_log_lines() if m.get("method") == "session/prompt"])
+
+
+async def _until_idle(client: Client, sid: str) -> None:
+    for _ in range(500):
+        if (await client.snapshot(sid))["activity"]["state"]["kind"] == "idle":
+            return
+        await anyio.sleep(0.02)
+    raise AssertionError(f"session {sid} still busy")
 
 
 async def test_a_member_refuses_a_relayed_request_for_a_session_it_does_not_own(
@@ -164,7 +173,8 @@ async def test_a_slow_owner_answer_is_relayed_whole(pair: Pair, tmp_path: Path) 
             answered = await b.prompt(sid, "/text slow", request_id="p-slow")
         assert answered.status_code == 202, answered.text
         assert answered.headers["Request-Id"] == "p-slow"
-        assert _prompts(pair.a) == 1
+        # The turn runs on A after the answer (turn_started) went out: its prompt follows.
+        await poll_until(lambda: _prompts(pair.a) == 1)
     finally:
         await a.aclose()
         await b.aclose()
@@ -194,6 +204,7 @@ async def test_a_relay_asks_the_owner_for_the_encoding_its_client_asked_for(
                     headers=headers,
                 )
                 assert answered.status_code == 202, answered.text
+                await _until_idle(a, sid)  # the next prompt must not find this turn running
         assert [h.get("accept-encoding") for h in ghost.headers] == ["identity", "gzip"]
     finally:
         await a.aclose()

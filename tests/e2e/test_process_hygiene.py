@@ -379,3 +379,61 @@ async def test_stream_send_timeout_is_one_log_line(tmp_path: Path) -> None:
     (line,) = [r for r in seen.records if r.levelno >= logging.WARNING]
     assert line.name == "c2.api.routes.events" and "read nothing" in line.getMessage()
     assert line.exc_info is None
+
+
+async def test_a_slow_client_that_reads_on_is_not_dropped(tmp_path: Path) -> None:
+    """A client on a slow link that keeps reading through bursts larger than it can take
+    within the send timeout stays connected and gets every event: only a client that takes
+    nothing for the whole timeout is dropped (every such reader used to be, logged as one
+    that 'read nothing')."""
+    home = tmp_path / "home"
+    home.mkdir()
+    live = await asyncio.to_thread(
+        start_server, make_settings(home, send_timeout_seconds=1.0, ping_seconds=0.5)
+    )
+    seen = Records()
+    logging.getLogger("c2.api").addHandler(seen)
+    host, port = live.base_url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    received = bytearray()
+    # 12 MB in bursts of 2 MB, read at ~2 MB/s: past what the kernel's buffers hold, a send
+    # waits for the client to drain seconds of backlog, longer than the timeout.
+    burst = [ErrorEvent(session=None, message="z" * 20_000, terminal=False)] * 100
+    bursts = 6
+    try:
+        head = f"GET /v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {live.bearer}"
+        sock.sendall(f"{head}\r\n\r\n".encode())
+        while b'"kind":"sessions"' not in received:  # the stream is live: events reach it
+            received.extend(await asyncio.to_thread(sock.recv, 65_536))
+
+        def read_slowly() -> None:
+            deadline, seen_events = time.monotonic() + 60, _events_in(received)
+            while seen_events < bursts * len(burst) and time.monotonic() < deadline:
+                piece = sock.recv(65_536)
+                if not piece:
+                    return  # dropped
+                # Counted in what is new (a frame's start may straddle two reads), not in
+                # all 12 MB each time: that held the GIL the server thread needs.
+                start = max(0, len(received) - len(FRAME_START) + 1)
+                received.extend(piece)
+                seen_events += received.count(FRAME_START, start)
+                time.sleep(0.03)
+
+        reader = asyncio.create_task(asyncio.to_thread(read_slowly))
+        for _ in range(bursts):
+            await asyncio.to_thread(live.emit, *burst)
+        await reader
+    finally:
+        sock.close()
+        logging.getLogger("c2.api").removeHandler(seen)
+        await asyncio.to_thread(live.stop)
+    assert [r.getMessage() for r in seen.records if r.levelno >= logging.WARNING] == []
+    assert _events_in(received) == bursts * len(burst)
+
+
+FRAME_START = b'data: {"kind":"event"'
+
+
+def _events_in(response: bytes | bytearray) -> int:
+    """The event frames in an SSE response read so far (a frame never spans two chunks)."""
+    return response.count(FRAME_START)
