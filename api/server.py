@@ -174,11 +174,13 @@ def build_server(
         timeout_keep_alive=settings.keep_alive_seconds,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
-    # After uvicorn.Config, which (re)configures uvicorn's loggers.
-    install_log_filters()
+    # After uvicorn.Config, which (re)configures uvicorn's loggers. The dropped-stream filter
+    # goes first: a line it drops must not count among OncePerInterval's repeats, whose
+    # "(N more like this…)" suffix it would then no longer recognise.
     error_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, UnfinishedStreamFilter) for f in error_log.filters):
         error_log.addFilter(UnfinishedStreamFilter())
+    install_log_filters()
     return C2Server(config, app, on_started)
 
 

@@ -242,7 +242,7 @@ class UnfinishedStreamFilter(logging.Filter):
     """Drops uvicorn's unfinished-response error for a stream already logged as dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (_DROPPED.get() and record.getMessage() == UNFINISHED)
+        return not (_DROPPED.get() and record.getMessage().startswith(UNFINISHED))
 
 
 _STREAM: Responses = {
