@@ -35,10 +35,49 @@ class Compression:
         self.gzip = GZipMiddleware(app, minimum_size=MIN_BYTES, compresslevel=LEVEL)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != self.stream_path:
-            await self.gzip(scope, receive, partial(_weak_etag, send))
-        else:
+        if scope["type"] != "http" or scope["path"] == self.stream_path:
             await self.app(scope, receive, send)
+            return
+        accepted = _accept_encoding(scope)
+        gzip = accepts_gzip(accepted)
+        if gzip != ("gzip" in accepted):
+            # Starlette's GZip looks for the text `gzip` only (so `gzip;q=0` got gzip, `GZIP`
+            # and `*` did not): it is told what the header means.
+            headers = [(k, v) for k, v in scope["headers"] if k != b"accept-encoding"]
+            if gzip:
+                headers.append((b"accept-encoding", b"gzip"))
+            scope = {**scope, "headers": headers}
+        await self.gzip(scope, receive, partial(_weak_etag, send))
+
+
+def _accept_encoding(scope: Scope) -> str:
+    return ",".join(
+        value.decode("latin-1") for key, value in scope["headers"] if key == b"accept-encoding"
+    )
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding value allows gzip (RFC 9110 §12.5.3): named (or `x-gzip`,
+    or else `*`) with a non-zero weight; names are case-insensitive, and `q=0` refuses."""
+    weights: dict[str, float] = {}
+    for item in accept_encoding.split(","):
+        name, _, params = item.partition(";")
+        name = name.strip().lower()
+        if not name:
+            continue
+        weight = 1.0
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    weight = float(value.strip())
+                except ValueError:
+                    weight = 0.0  # an unreadable weight accepts nothing
+        weights[name] = weight
+    for name in ("gzip", "x-gzip", "*"):
+        if name in weights:
+            return weights[name] > 0
+    return False
 
 
 async def _weak_etag(send: Send, message: Message) -> None:

@@ -24,6 +24,19 @@ async def test_a_transcript_page_goes_gzipped_only_to_a_client_that_accepts_it(
     assert "accept-encoding" in zipped.headers["vary"].lower()
     assert int(zipped.headers["content-length"]) < len(plain.content) / 2
     assert zipped.json() == plain.json()  # httpx decoded it
+    # Coding names are case-insensitive and a weight of 0 refuses one (RFC 9110 §12.5.3).
+    for accept, gzipped in (
+        ("gzip;q=0", False),
+        ("br, gzip; q=0.0", False),
+        ("*;q=0", False),
+        ("GZIP", True),
+        ("*", True),
+        ("identity;q=1, gzip;q=0.5", True),
+        ("gzip;q=0, *", False),
+    ):
+        answer = await client.http.get(url, headers={"Accept-Encoding": accept})
+        assert ("content-encoding" in answer.headers) == gzipped, accept
+        assert "accept-encoding" in answer.headers["vary"].lower(), accept
 
 
 async def test_small_answers_and_the_event_stream_are_never_compressed(client: Client) -> None:
