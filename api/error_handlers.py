@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -27,10 +27,12 @@ from c2.api.errors import (
     MethodNotAllowedError,
     RequestInvalidError,
     RouteNotFoundError,
+    header_text,
     problem_body,
     problem_response,
 )
 from c2.core.errors import DomainError
+from c2.core.protocol.values import RequestId
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,24 @@ async def _validation_handler(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError | ValidationError)
     detail, items = _validation_detail(list(exc.errors()))  # type: ignore[arg-type]
     err = RequestInvalidError(detail)
-    return problem_response(err, body=problem_body(err) | {"errors": items})
+    # The body's own request_id, when it is a valid one: a client correlates the refusal as it
+    # would any other answer to its op (docs/api.md §1).
+    request_id = _request_id_of(exc.body) if isinstance(exc, RequestValidationError) else None
+    headers = {"Request-Id": header_text(request_id)} if request_id else {}
+    body = problem_body(err, request_id=request_id) | {"errors": items}
+    return problem_response(err, body=body, headers=headers)
+
+
+_REQUEST_ID: TypeAdapter[str] = TypeAdapter(RequestId)
+
+
+def _request_id_of(body: Any) -> str | None:
+    if not isinstance(body, dict) or "request_id" not in body:
+        return None
+    try:
+        return _REQUEST_ID.validate_python(body["request_id"])
+    except ValidationError:
+        return None
 
 
 async def _http_handler(request: Request, exc: Exception) -> Response:

@@ -52,7 +52,19 @@ async def test_problems_validation_is_422(app_client: AppClient, tmp_path: Path)
     long_id = {"doc": [], "request_id": "x" * 129}
     _problem(await http.post("/v1/sessions/s/prompt", json=long_id), 422, "validation_error")
     cancel_bad_id = {"op": "cancel", "session": "s", "request_id": ""}
-    _problem(await http.post("/v1/ops", json=cancel_bad_id), 422, "validation_error")
+    refused = await http.post("/v1/ops", json=cancel_bad_id)
+    _problem(refused, 422, "validation_error")
+    assert "request_id" not in refused.json() and "request-id" not in refused.headers
+    # A valid request_id in a refused body is echoed, as on every other answer to an op.
+    for resp in (
+        await http.post("/v1/sessions/s/prompt", json={"doc": "oops", "request_id": "val-1"}),
+        await http.post("/v1/ops", json={"op": "prompt", "session": "s", "request_id": "val-1"}),
+        await http.put(
+            "/v1/sessions/s/execution-policy", json={"mode": "sometimes", "request_id": "val-1"}
+        ),
+    ):
+        assert _problem(resp, 422, "validation_error")["request_id"] == "val-1"
+        assert resp.headers["request-id"] == "val-1"
 
 
 async def test_problems_routing_errors(app_client: AppClient):
