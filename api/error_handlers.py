@@ -35,6 +35,8 @@ from c2.core.errors import DomainError
 from c2.core.protocol.values import RequestId
 
 log = logging.getLogger(__name__)
+# FastAPI's 400 for a body it could not decode at all (fastapi/routing.py).
+UNPARSABLE_BODY = "There was an error parsing the body"
 
 
 def _validation_detail(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -93,6 +95,11 @@ def _request_id_of(body: Any) -> str | None:
 async def _http_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     err: HttpProblem
+    if exc.status_code == 400 and exc.detail == UNPARSABLE_BODY:
+        # Malformed input, as an unreadable JSON text already is (422): a body FastAPI could
+        # not even decode (not UTF-8, nested past the parser's depth) must not answer otherwise.
+        err = RequestInvalidError("the request body is not readable JSON (UTF-8)")
+        return problem_response(err, body=problem_body(err) | {"errors": []})
     if exc.status_code == 404:
         err = RouteNotFoundError("no such resource")
     elif exc.status_code == 405:

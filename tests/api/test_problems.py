@@ -49,6 +49,17 @@ async def test_problems_validation_is_422(app_client: AppClient, tmp_path: Path)
         "validation_error",
     )
     _problem(await http.post("/v1/ops", json={"op": "launch_rockets"}), 422, "validation_error")
+    # Bodies that cannot even be decoded are malformed input too, not a 400 of their own.
+    for unreadable in (
+        b'{"doc":[{"type":"text","text":"caf\xe9"}]}',  # Latin-1, not UTF-8
+        b"[" * 20_000 + b"]" * 20_000,  # nested past any parser's depth
+    ):
+        resp = await http.post(
+            "/v1/sessions/s/prompt",
+            content=unreadable,
+            headers={"content-type": "application/json"},
+        )
+        _problem(resp, 422, "validation_error")
     long_id = {"doc": [], "request_id": "x" * 129}
     _problem(await http.post("/v1/sessions/s/prompt", json=long_id), 422, "validation_error")
     cancel_bad_id = {"op": "cancel", "session": "s", "request_id": ""}
