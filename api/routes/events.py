@@ -36,6 +36,7 @@ from c2.api.http11 import CHUNK_WRITER, ChunkWriter
 from c2.api.openapi import Responses
 from c2.api.scopes import needs
 from c2.api.stream import EventStream, StreamSlots
+from c2.core.errors import SessionNotFoundError
 from c2.core.scopes import Scope as DeviceScope
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -278,15 +279,21 @@ async def events(
         raise TooManyStreamsError(
             f"this device already has {slots.cap} open event streams", retry_after=5
         )
-    if session is not None:
-        await services.engine.get_session(session)  # 404 before the stream starts
+    resume = last_event_id if last_event_id is not None else after
+    if session is not None:  # 404 before the stream starts
+        if resume is None:
+            await services.engine.get_session(session)
+        elif await services.engine.record_of(session) is None:
+            # A resume may follow the session past its deletion: the events after the
+            # position (session_deleted among them) are still this client's to replay.
+            raise SessionNotFoundError("no such session", session=session)
     settings = services.settings
     stream = EventStream(
         feed=services.feed,
         bus=services.bus,
         device_id=device.id,
         session=session,
-        after=last_event_id if last_event_id is not None else after,
+        after=resume,
         backlog=settings.stream_backlog,
         ping=settings.ping_seconds,
         write_interval=settings.stream_write_interval_ms / 1000,

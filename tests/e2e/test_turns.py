@@ -287,6 +287,30 @@ async def test_a_session_deleted_mid_stream_gets_nothing_after_its_turn_ended(
     assert last.get("last_seq", last["seq"]) == said_seqs[-1]
 
 
+async def test_a_session_stream_resumes_past_the_sessions_deletion(
+    client: Client, workdir: Path
+) -> None:
+    """A `?session=` stream that dropped before the session was deleted resumes from its
+    position and replays what followed, `session_deleted` included; only a stream without a
+    position (or for a session that never was) is 404."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "/text hello")).status_code == 202
+        await stream.until_event("turn_ended")
+        position = stream.ids[-1]
+    assert (await client.http.delete(f"/v1/sessions/{sid}")).status_code == 204
+    async with EventReader(client, session=sid, after=position) as resumed:
+        await resumed.until_event("session_deleted")
+    assert resumed.names() == ["session_deleted"]
+    fresh = await client.http.get("/v1/events", params={"session": sid})
+    assert fresh.status_code == 404 and fresh.json()["code"] == "no_such_session"
+    never = await client.http.get(
+        "/v1/events", params={"session": "no-such-session", "after": position}
+    )
+    assert never.status_code == 404 and never.json()["code"] == "no_such_session"
+
+
 async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Process, workdir: Path) -> None:
     """A server killed mid-turn comes back with failed/interrupted, never a stale running."""
     client = Client(fresh_c2)
