@@ -27,9 +27,9 @@ from sse_starlette.sse import AppStatus
 
 from c2.api.http11 import HeadDeadlineProtocol
 from c2.api.logs import install_log_filters, uvicorn_log_config
-from c2.api.routes.events import UnfinishedStreamFilter
 from c2.api.services import Services
 from c2.api.settings import Settings, url_host
+from c2.api.sse_response import UnfinishedStreamFilter
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; a bearer needs well under 1 KiB

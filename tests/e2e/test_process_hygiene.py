@@ -364,7 +364,7 @@ async def test_stream_send_timeout_is_one_log_line(tmp_path: Path) -> None:
         sock.sendall(f"{head}\r\n\r\n".encode())
         big = "x" * 20_000
         with anyio.fail_after(60):
-            while not any(r.name == "c2.api.routes.events" for r in seen.records):
+            while not any(r.name == "c2.api.sse_response" for r in seen.records):
                 events = [ErrorEvent(session=None, message=big, terminal=False)] * 20
                 await asyncio.to_thread(live.emit, *events)
             # Once the client goes too, the connection ends: nothing more can be logged for it.
@@ -377,7 +377,7 @@ async def test_stream_send_timeout_is_one_log_line(tmp_path: Path) -> None:
             logger.removeHandler(seen)
         await asyncio.to_thread(live.stop)
     (line,) = [r for r in seen.records if r.levelno >= logging.WARNING]
-    assert line.name == "c2.api.routes.events" and "read nothing" in line.getMessage()
+    assert line.name == "c2.api.sse_response" and "read nothing" in line.getMessage()
     assert line.exc_info is None
 
 

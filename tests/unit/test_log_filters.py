@@ -8,8 +8,8 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from c2.api.logs import OncePerInterval
-from c2.api.routes.events import _DROPPED, UNFINISHED, UnfinishedStreamFilter
 from c2.api.server import build_server
+from c2.api.sse_response import _DROPPED, UNFINISHED, UnfinishedStreamFilter
 from tests.conftest import make_settings
 
 
