@@ -129,6 +129,8 @@ class TurnRunner:
                 except DomainError as exc:
                     raise await self._reporter.reject(exc, terminal=True) from None
                 self._live.reserve(live)
+            elif live.needs_acp_restart:
+                self._live.reserve(live)  # its own slot, kept while its agent is restarted
             turn = LiveTurn(turn_id=str(uuid.uuid4()), request_id=rid)
             live.turn = turn
             try:

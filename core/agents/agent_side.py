@@ -37,6 +37,9 @@ class AgentPeer:
     def __init__(self, conn: Connection, writer: asyncio.StreamWriter) -> None:
         self._conn = conn
         self._writer = writer
+        # Also offer "always allow" (ACP `allow_always`), as Claude Code does: a standing grant
+        # inside the agent that a stricter policy must make c2 restart it for (tests set it).
+        self.allow_always = False
 
     async def update(self, session_id: str, update: BaseModel | dict[str, Any]) -> None:
         """Send one `session/update` notification."""
@@ -51,6 +54,10 @@ class AgentPeer:
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
             {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
         ]
+        if self.allow_always:
+            options.insert(
+                1, {"optionId": "always", "name": "Always allow", "kind": "allow_always"}
+            )
         params = {"sessionId": session_id, "toolCall": tool_call, "options": options}
         raw = await self.call("session/request_permission", params)
         outcome = RequestPermissionResponse.model_validate(raw).outcome

@@ -14,7 +14,8 @@ SCRIPTED_AGENT_LOG=path (JSON line per inbound message), SCRIPTED_AGENT_SPAWN_CH
 sleeping grandchild holding stdout; pid in the log),
 SCRIPTED_AGENT_STUBBORN=1 (ignores SIGTERM and stdin EOF), SCRIPTED_AGENT_SESSION_CLOSE=1
 (advertises `sessionCapabilities.close`; the request is logged and answered),
-SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_RESUME=1 (advertises
+SCRIPTED_AGENT_MODES=1 (Claude Code's session modes), SCRIPTED_AGENT_ALWAYS=1 (permission
+requests also offer `always`, an ACP allow_always option), SCRIPTED_AGENT_RESUME=1 (advertises
 session/resume and session/close), SCRIPTED_AGENT_MCP=http,sse (mcpCapabilities),
 SCRIPTED_AGENT_MODEL_OPTION=1 (the model only as a config option, like OpenCode),
 SCRIPTED_AGENT_AUTH=new|prompt (authMethods; that step answers "authentication required"),
@@ -103,6 +104,7 @@ class ScriptedAgent(DemoAgent):
         self.model_option = os.environ.get("SCRIPTED_AGENT_MODEL_OPTION") == "1"
         self.auth = os.environ.get("SCRIPTED_AGENT_AUTH", "")
         self.mcp = set(filter(None, os.environ.get("SCRIPTED_AGENT_MCP", "").split(",")))
+        peer.allow_always = os.environ.get("SCRIPTED_AGENT_ALWAYS") == "1"
         if os.environ.get("SCRIPTED_AGENT_SPAWN_CHILD") == "1":
             child = subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL

@@ -50,6 +50,11 @@ env = {env}, SCRIPTED_AGENT_LOAD = "0" }}
 command = "{sys.executable}"
 args = ["-m", "tests.agents.scripted_agent"]
 env = {env}, SCRIPTED_AGENT_SPAWN_CHILD = "1" }}
+
+[providers.scripted_always]
+command = "{sys.executable}"
+args = ["-m", "tests.agents.scripted_agent"]
+env = {env}, SCRIPTED_AGENT_ALWAYS = "1", SCRIPTED_AGENT_LOAD = "0" }}
 """,
         encoding="utf-8",
     )

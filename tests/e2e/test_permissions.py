@@ -266,3 +266,30 @@ async def test_restart_drops_parked_permission(fresh_c2: C2Process, workdir: Pat
     )
     assert resp.status_code == 200 and resp.json()["policy"]["mode"] == "yolo"
     await client.aclose()
+
+
+async def test_a_stricter_policy_restarts_an_agent_holding_an_always_grant(
+    client: Client, workdir: Path
+) -> None:
+    """An "always allow" answer leaves a standing grant inside the agent; after a stricter
+    policy the next turn runs on a new agent process (with the warning that it starts afresh,
+    as this agent cannot load the session), so the grant does not outlive the policy."""
+    sid = (await client.new_session(workdir, provider={"custom": "scripted_always"}))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        assert (await client.prompt(sid, "/pid\n/permission execute Deploy")).status_code == 202
+        before = int((await stream.until_event("agent_text"))["text"].split("=")[1])
+        req = await stream.until_event("permission_request")
+        assert [oid for oid, _label in req["options"]] == ["allow", "always", "reject"]
+        assert (await client.answer(sid, req["request_id"], "always")).status_code == 200
+        await stream.until_event("turn_ended")
+        stricter = {"mode": "ask", "sandbox": "read_only"}
+        policy = await client.http.put(f"/v1/sessions/{sid}/execution-policy", json=stricter)
+        assert policy.status_code == 200, policy.text
+        assert (await client.prompt(sid, "/pid", request_id="after")).status_code == 202
+        warning = await stream.until_event("error")
+        after = await stream.until_event("agent_text")
+        await stream.until_event("turn_ended")
+    assert warning["terminal"] is False and warning["request_id"] == "after"
+    assert "became stricter" in warning["message"]
+    assert int(after["text"].split("=")[1]) != before
