@@ -77,7 +77,7 @@ _OWN_CODES: dict[str, tuple[str, ...]] = {
     "setPermissionMode": _SETTINGS,
     "setSandbox": _SETTINGS,
     "setModel": (*_SETTINGS, "unknown_model"),
-    "setMode": (*_SETTINGS, "unknown_mode"),
+    "setMode": (*_SETTINGS, "unknown_mode", "mode_exceeds_policy"),
     "setConfigOption": ("no_such_session", "operation_failed"),  # only while the agent runs
     # session reads and removals
     "listSessions": ("invalid_cursor",),

@@ -7,7 +7,8 @@ each code lives in api/errors.py (`STATUS`), so the domain never speaks HTTP. Th
     ├── sessions:    SessionNotFoundError, SessionUnavailableError, InvalidCwdError,
     │                CapacityError, TurnAlreadyRunningError, TurnFailedError
     ├── turns:       PermissionNotPendingError, InvalidOptionError, BudgetExceededError
-    ├── settings:    OperationFailedError, UnknownModelError, UnknownModeError
+    ├── settings:    OperationFailedError, UnknownModelError, UnknownModeError,
+                     ModeExceedsPolicyError
     ├── agents:      UnknownProviderError, ProviderUnavailableError, AgentAuthRequiredError,
     │                InvalidMcpServerError, McpUnsupportedError
     ├── worktrees:   WorktreeError ← BaselineChangedError, WorktreeUnavailableError,
@@ -145,6 +146,13 @@ class UnknownModelError(DomainError):
 class UnknownModeError(DomainError):
     code = "unknown_mode"
     title = "Unknown session mode"
+
+
+class ModeExceedsPolicyError(DomainError):
+    """An agent mode in which it acts unasked beyond what the session's policy allows."""
+
+    code = "mode_exceeds_policy"
+    title = "Mode not allowed by the execution policy"
 
 
 # -- agents and providers ----------------------------------------------------------------------

@@ -23,6 +23,27 @@ class Decision(StrEnum):
     ASK = "ask"
 
 
+# Agent session modes in which the agent acts without asking, by the mode ids agents use, with
+# the tool kinds it then does unasked (None: every kind). c2 applies its policy only to what an
+# agent asks, so such a mode is allowed only where the policy would allow the same unasked.
+UNASKED_IN_MODE: dict[str, frozenset[str] | None] = {
+    "acceptEdits": EDIT_KINDS,  # Claude Code: file edits
+    "bypassPermissions": None,  # Claude Code: everything
+    "yolo": None,  # Qwen Code and others: everything
+    "full-access": None,  # Codex: everything, outside its sandbox too
+}
+
+
+def mode_exceeds(mode_id: str, policy: ExecutionPolicy) -> bool:
+    """Whether agent mode `mode_id` would let the agent do unasked what `policy` does not
+    allow unasked (an unknown mode is taken to ask as the agent normally does)."""
+    if mode_id not in UNASKED_IN_MODE:
+        return False
+    kinds = UNASKED_IN_MODE[mode_id]
+    every = [*READ_KINDS, *MUTATING_KINDS, None]  # None: a request naming no kind
+    return any(decide(policy, kind) is not Decision.ALLOW for kind in kinds or every)
+
+
 def kind_class(kind: str | None) -> str:
     """`read`, `mutating` or `unknown` (a missing kind is unknown)."""
     if kind in READ_KINDS:

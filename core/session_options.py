@@ -1,6 +1,12 @@
 """Per-session settings ops: the atomic two-axis execution policy, the model, the ACP session
 mode and agent config options (docs/protocol.md §2.3, §8.4). Each is validated, applied live,
-persisted, then broadcast.
+persisted, then broadcast. The policy and the agent's mode are kept consistent both ways: a
+mode in which the agent acts unasked beyond the policy is refused, and a stricter policy moves
+the agent off one (core/permissions.py, `mode_exceeds`).
+
+Over 300 lines: the four settings share their load, their switch through the running agent
+and their persisting step, and the policy now drives the mode; split, each part would reach
+into the others' steps.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from c2.core.acp_sessions import (
 from c2.core.agents.port import Agent
 from c2.core.agents.updates import AgentError
 from c2.core.errors import (
+    ModeExceedsPolicyError,
     OperationFailedError,
     SessionNotFoundError,
     UnknownModeError,
@@ -32,7 +39,7 @@ from c2.core.outcomes import (
     ModeResult,
     PolicyResult,
 )
-from c2.core.permissions import is_stricter
+from c2.core.permissions import is_stricter, mode_exceeds
 from c2.core.protocol.events import ExecutionPolicyChanged
 from c2.core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
 from c2.core.protocol.state import ModeChoice, ModelChoice
@@ -100,7 +107,35 @@ class SessionOptions:
             live.record = live.record.evolve(policy=policy)
             if live.agent_grants and is_stricter(current, policy):
                 live.needs_acp_restart = True  # the agent's own grants must not outlive this
+            await self._keep_mode_within(live, policy)
         return result
+
+    async def _keep_mode_within(self, live: LiveSession, policy: ExecutionPolicy) -> None:
+        """After a policy change, move the agent off a mode in which it would act unasked
+        beyond the new policy (Claude Code's bypassPermissions, say), to its first mode that
+        stays within it; broadcast as `modes`. An agent that refuses is restarted before the
+        next turn, which then gets the stored mode."""
+        modes = live.record.modes
+        if modes is None or not mode_exceeds(modes.current, policy):
+            return
+        within = next((m.id for m in modes.available if not mode_exceeds(m.id, policy)), None)
+        if within is None:
+            live.needs_acp_restart = True  # no mode to switch to: a fresh agent asks again
+            return
+        if live.agent_alive and live.acp_session_id is not None:
+            assert live.agent is not None
+            try:
+                record = await apply_mode(live.agent, live.acp_session_id, live.record, within)
+            except AgentError:
+                log.warning("agent of %s refused mode %s; restarting it", live.id, within)
+                live.needs_acp_restart = True
+                record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
+        else:
+            record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
+        changed = ("modes",) + (
+            ("config_options",) if record.config_options != live.record.config_options else ()
+        )
+        await self._persist(live, record, changed, None)
 
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
@@ -135,6 +170,16 @@ class SessionOptions:
             offered = modes.available if modes is not None else None
             await self._check_offered(live, op.mode_id, offered, UnknownModeError, op.request_id)
             assert modes is not None
+            if mode_exceeds(op.mode_id, live.record.policy):
+                policy = live.record.policy
+                error = ModeExceedsPolicyError(
+                    f"in mode {op.mode_id!r} the agent acts without asking where this session's"
+                    f" policy ({policy.mode.value}, {policy.sandbox.value}) does not allow it;"
+                    " loosen the policy first",
+                    session=live.id,
+                    request_id=op.request_id,
+                )
+                raise await self._reporter.reject(error, terminal=False)
 
             def offline() -> SessionRecord:
                 return live.record.evolve(modes=modes.model_copy(update={"current": op.mode_id}))
@@ -204,10 +249,15 @@ class SessionOptions:
         await self._persist(live, record, changed, result)
 
     async def _persist(
-        self, live: LiveSession, record: SessionRecord, fields: tuple[str, ...], result: object
+        self,
+        live: LiveSession,
+        record: SessionRecord,
+        fields: tuple[str, ...],
+        result: object | None,
     ) -> None:
         """Write `fields` of `record` with the state events they change and the op's `result`
-        (its idempotent reply); then adopt them."""
+        (its idempotent reply; None: the op was answered by an earlier write); then adopt
+        them."""
         events = [
             ev
             for ev in state_events(record)
@@ -220,7 +270,8 @@ class SessionOptions:
             uow.sessions.update(record, fields)
             for ev in events:
                 uow.emit(ev)
-            uow.answer(result)
+            if result is not None:
+                uow.answer(result)
 
         try:
             await self._store.write(persist)

@@ -52,6 +52,7 @@ MODES = (
     ("default", "Default", "Ask before edits and commands"),
     ("acceptEdits", "Accept Edits", "Edit files without asking"),
     ("plan", "Plan Mode", "Analyse only; change nothing"),
+    ("bypassPermissions", "Bypass Permissions", "Do anything without asking"),
 )
 AUTH_METHODS = [
     {"id": "claude-login", "name": "Log in with Claude", "description": "Run `claude /login`"},

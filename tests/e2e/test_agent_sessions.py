@@ -100,10 +100,15 @@ async def test_new_session_snapshot_offers_models_modes_and_options(
     assert snap["model"] == "echo-fast"
     assert [m["id"] for m in snap["models"]["available"]] == ["echo-fast", "echo-smart"]
     assert snap["modes"]["current"] == "default"
-    assert [m["id"] for m in snap["modes"]["available"]] == ["default", "acceptEdits", "plan"]
+    assert [m["id"] for m in snap["modes"]["available"]] == [
+        "default",
+        "acceptEdits",
+        "plan",
+        "bypassPermissions",
+    ]
     assert snap["modes"]["available"][2]["description"] == "Analyse only; change nothing"
     assert {o["id"] for o in snap["config_options"]} >= {"verbosity", "effort"}
-    assert modes_event["current"] == "default" and len(modes_event["available"]) == 3
+    assert modes_event["current"] == "default" and len(modes_event["available"]) == 4
     [new] = created_in(server, workdir)
     prompts = [e for e in requests_of(server, "session/prompt") if e["sessionId"] == new]
     assert prompts == []  # created before any prompt
@@ -143,6 +148,42 @@ async def test_set_mode_applies_before_and_after_a_prompt(
     assert acp_sid["current"] == "default"
     sets = [e["params"]["modeId"] for e in requests_of(server, "session/set_mode")]
     assert sets[-2:] == ["plan", "default"]
+
+
+async def test_a_mode_in_which_the_agent_acts_unasked_must_fit_the_policy(
+    api: Client, server: C2Process, workdir: Path
+) -> None:
+    """In Claude Code's acceptEdits and bypassPermissions the agent acts without asking, so
+    c2's policy could no longer decide: set through c2 such a mode is refused (409
+    mode_exceeds_policy) unless the policy allows the same unasked, and a policy made
+    stricter moves the agent off it (to its first mode within the policy), as `modes`."""
+    sid = (await api.new_session(workdir, provider={"custom": "modes"}))["id"]
+
+    async def mode(mode_id: str) -> int:
+        resp = await api.http.put(f"/v1/sessions/{sid}/mode", json={"mode_id": mode_id})
+        if resp.status_code != 200:
+            assert resp.json()["code"] == "mode_exceeds_policy", resp.text
+        return resp.status_code
+
+    async def policy(mode_: str, sandbox: str) -> None:
+        body = {"mode": mode_, "sandbox": sandbox}
+        resp = await api.http.put(f"/v1/sessions/{sid}/execution-policy", json=body)
+        assert resp.status_code == 200, resp.text
+
+    assert (await mode("bypassPermissions"), await mode("acceptEdits")) == (409, 409)
+    assert await mode("plan") == 200  # asks as ever
+    await policy("accept_edits", "workspace_write")
+    assert (await mode("acceptEdits"), await mode("bypassPermissions")) == (200, 409)
+    await policy("yolo", "danger_full_access")
+    assert await mode("bypassPermissions") == 200
+    async with EventReader(api, session=sid) as stream:
+        await stream.frame()
+        await policy("ask", "read_only")
+        moved = await stream.until_event("modes")
+    assert moved["current"] == "default"
+    assert (await api.snapshot(sid))["modes"]["current"] == "default"
+    sets = [e["params"]["modeId"] for e in requests_of(server, "session/set_mode")]
+    assert sets[-1] == "default"  # the agent itself was switched
 
 
 async def test_set_model_unknown_id_is_422(api: Client, workdir: Path) -> None:
