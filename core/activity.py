@@ -49,6 +49,7 @@ class LiveTurn:
     cancel_requested: bool = False  # a cancel was forwarded to the agent during this turn
     number: int | None = None  # turn number, from 1 in start order (set when accepted)
     task: asyncio.Task[None] | None = None  # the supervised task running the turn
+    interruption: str = INTERRUPTED  # why the turn ends if its task is cancelled
 
     def pending(self) -> list[PendingInput]:
         """The parked inputs, oldest first."""

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from c2.core.activity import advance
+from c2.core.activity import INTERRUPTED, advance
 from c2.core.live import LiveSession
-from c2.core.protocol.events import Event, PermissionResolved, SessionActivityChanged
+from c2.core.protocol.events import (
+    ErrorEvent,
+    Event,
+    PermissionResolved,
+    SessionActivityChanged,
+)
 from c2.core.protocol.state import (
     AnsweredBy,
     FailedState,
@@ -89,3 +94,24 @@ async def commit_activity(
 
     await store.write(write, patient=patient)
     live.record = live.record.evolve(activity=activity)
+
+
+def interrupt_in_flight(
+    uow: UnitOfWork,
+    owners: list[str] | None,
+    *,
+    unowned: bool = True,
+    session: str | None = None,
+) -> int:
+    """Mark the turns that were running (in this store, of `owners`) failed/interrupted, each
+    broadcast as a turn that stopped: its activity, then its terminal error correlated to its
+    prompt, as a turn that ends while c2 runs is (clients clear a running turn on the latter;
+    docs/protocol.md). Start-up recovery and a cluster takeover; `unowned` and `session`
+    narrow as `SessionRepository.interrupt_in_flight` does. Returns how many."""
+    changed = uow.sessions.interrupt_in_flight(owners, unowned=unowned, session=session)
+    for record, request_id in changed:
+        uow.emit(SessionActivityChanged(session=record.id, activity=record.activity))
+        uow.emit(
+            ErrorEvent(session=record.id, message=INTERRUPTED, terminal=True, request_id=request_id)
+        )
+    return len(changed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, assert_never
 
@@ -22,6 +23,7 @@ from c2.core.agent_feed import AgentFeed
 from c2.core.agents.factory import paced_agent_factory
 from c2.core.agents.port import AgentFactory
 from c2.core.checkpoints import CheckpointService, RewindResult
+from c2.core.commits import interrupt_in_flight
 from c2.core.errors import DomainError, SessionNotFoundError, StoreUnavailableError
 from c2.core.forks import ForkService
 from c2.core.lifecycle import SessionLifecycle, resolve_cwd
@@ -42,7 +44,7 @@ from c2.core.outcomes import (
 )
 from c2.core.processes import end_orphans
 from c2.core.prompt_compiler import PromptCompiler
-from c2.core.protocol.events import QueueItem, SessionActivityChanged
+from c2.core.protocol.events import QueueItem
 from c2.core.protocol.ops import (
     AnswerPermissionOp,
     CancelOp,
@@ -71,7 +73,7 @@ from c2.core.session import SessionRecord
 from c2.core.session_list import Position, SessionPage, read_session_page
 from c2.core.session_options import SessionOptions
 from c2.core.skills import SkillLibrary
-from c2.core.store.database import ReadUnit, Store, UnitOfWork
+from c2.core.store.database import ReadUnit, Store
 from c2.core.store.usage import Budget
 from c2.core.transcript import read_page
 from c2.core.turns import TurnRunner
@@ -164,14 +166,8 @@ class Engine:
         # A cluster member recovers only its own sessions (its peers' turns are running).
         owners = None if self.store.instance_id is None else [self.store.instance_id]
 
-        def recover(uow: UnitOfWork) -> int:
-            changed = uow.sessions.interrupt_in_flight(owners)
-            for rec in changed:
-                uow.emit(SessionActivityChanged(session=rec.id, activity=rec.activity))
-            return len(changed)
-
         await end_orphans(self.store)
-        recovered = await self.store.write(recover)
+        recovered = await self.store.write(partial(interrupt_in_flight, owners=owners))
         if recovered:
             log.info("marked %d interrupted turn(s) as failed", recovered)
         await self.queue.interrupted(owners)  # issue 14: queues wait for a client after a restart

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from c2.core.acp_sessions import agent_failure, attach
-from c2.core.activity import INTERRUPTED, LiveTurn, is_busy
+from c2.core.activity import LiveTurn, is_busy
 from c2.core.agents.updates import AgentError
 from c2.core.checkpoints import CheckpointService
 from c2.core.commits import commit_activity, record_resolution
@@ -56,6 +56,7 @@ from c2.core.usage import UsageLedger
 from c2.core.worktrees import validate_worktree_async
 
 log = logging.getLogger(__name__)
+SESSION_DELETED = "the session was deleted before the turn finished"
 GRANTS_RESET = (
     "the execution policy became stricter, so the agent was restarted to drop the permissions "
     "granted to it; it can't restore this session's context, so it starts with a fresh memory "
@@ -246,7 +247,7 @@ class TurnRunner:
                 stop = await agent.prompt(acp_session, text)
         except asyncio.CancelledError:
             await self._flush(handler)
-            await self._fail_turn(live, turn, "interrupted", INTERRUPTED)
+            await self._fail_turn(live, turn, "interrupted", turn.interruption)
             raise
         except (AgentError, DomainError) as exc:
             await self._flush(handler)
@@ -386,6 +387,7 @@ class TurnRunner:
         turn = live.turn
         if turn is None:
             return
+        turn.interruption = SESSION_DELETED
         await self.cancel(live.id)
         if turn.task is not None:
             turn.task.cancel()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from c2.core.protocol.events import SessionActivityChanged
+from c2.core.commits import interrupt_in_flight
 from c2.core.queue import FollowUpQueue
 from c2.core.store.cluster import ClusterRepository
 from c2.core.store.database import Store, UnitOfWork
@@ -25,10 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def _interrupted(uow: UnitOfWork, owner: str, session: str | None = None) -> int:
-    changed = uow.sessions.interrupt_in_flight([owner], unowned=False, session=session)
-    for rec in changed:
-        uow.emit(SessionActivityChanged(session=rec.id, activity=rec.activity))
-    return len(changed)
+    return interrupt_in_flight(uow, [owner], unowned=False, session=session)
 
 
 async def take_over_expired(store: Store, queue: FollowUpQueue) -> list[str]:

@@ -237,13 +237,14 @@ class SessionRepository:
         *,
         unowned: bool = True,
         session: str | None = None,
-    ) -> list[SessionRecord]:
+    ) -> list[tuple[SessionRecord, str | None]]:
         """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1).
+        Each record changed, with the request_id of the prompt whose turn it was.
 
         `owners` (a cluster): only the sessions of these members, and (`unowned`) those of no
         member (left by a plain server, which cannot run next to a cluster); None: every
         session. `session`: only that one."""
-        changed: list[SessionRecord] = []
+        changed: list[tuple[SessionRecord, str | None]] = []
         query = select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
         if owners is not None:
             mine = _SESSIONS.c.owner.in_(owners)
@@ -267,5 +268,5 @@ class SessionRepository:
                 )
             )
             self.save(failed)
-            changed.append(failed)
+            changed.append((failed, getattr(state, "prompt_request_id", None)))
         return changed

@@ -39,15 +39,24 @@ def _pids(pair: Pair) -> list[int]:
 def _after_interruption(events: list[dict[str, Any]], session: str) -> list[dict[str, Any]]:
     """`session`'s events after its interruption, by name and, for the old turn's output,
     what they carry: an `old chunk` is a `t=…` chunk of A's /stamped turn."""
-    after: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] | None = None
     for e in events:
         if e.get("session") != session:
             continue
         if _interrupted(e):
-            after = [e]
-        elif after:
+            after, told = [], False
+        elif after is not None:
+            if not after and not told and _interruption_error(e):
+                told = True  # the takeover's own terminal error goes with its activity change
+                continue
             after.append(e)
-    return after[1:]
+    return after or []
+
+
+def _interruption_error(event: dict[str, Any]) -> bool:
+    return (
+        event["event"] == "error" and event.get("message") == "C2 stopped before the turn finished"
+    )
 
 
 def _old_output(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

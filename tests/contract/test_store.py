@@ -355,16 +355,21 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
     await db.write(lambda uow: (uow.sessions.insert(older), uow.sessions.insert(newer)))
     listed = await db.read(lambda r: r.sessions.list_page(10))
     assert [s.id for s in listed] == ["s-new", "s-old"]
-    running = older.evolve(activity=SessionActivity(revision=1, state=RunningState(turn_id="t1")))
+    state = RunningState(turn_id="t1", prompt_request_id="p-1")
+    running = older.evolve(activity=SessionActivity(revision=1, state=state))
     await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
     with pytest.raises(ActivityConflictError):
         await db.write(lambda uow: uow.sessions.update(running, ("activity",), expected_revision=0))
     got = await db.read(lambda r: r.sessions.get("s-old"))
     assert got is not None and got.activity.revision == 1
-    assert got.snapshot().wire()["activity"]["state"] == {"kind": "running", "turn_id": "t1"}
+    assert got.snapshot().wire()["activity"]["state"] == {
+        "kind": "running",
+        "turn_id": "t1",
+        "prompt_request_id": "p-1",
+    }
     interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
-    assert [s.id for s in interrupted] == ["s-old"]
-    assert interrupted[0].activity.state.kind == "failed"
+    assert [(s.id, request_id) for s, request_id in interrupted] == [("s-old", "p-1")]
+    assert interrupted[0][0].activity.state.kind == "failed"
 
 
 async def test_store_session_pages_stitch_newest_first(store):

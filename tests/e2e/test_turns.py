@@ -279,6 +279,7 @@ async def test_a_session_deleted_mid_stream_gets_nothing_after_its_turn_ended(
     mine = [e for e in stream.events if e.get("session") == sid]
     end = next(n for n, e in enumerate(mine) if e["event"] == "error")
     assert mine[end]["terminal"] is True
+    assert mine[end]["message"] == "the session was deleted before the turn finished"
     assert mine[end - 1]["activity"]["state"]["reason"] == "interrupted"
     assert [e["event"] for e in mine[end + 1 :]] == ["session_deleted"]
     said_seqs = [e["transcript_seq"] for e in mine if e["event"] == "agent_text"]
@@ -317,7 +318,7 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Process, workdir
     sid = (await client.new_session(workdir))["id"]
     async with EventReader(client, session=sid) as stream:
         await stream.frame()
-        await client.prompt(sid, "/hang")
+        await client.prompt(sid, "/hang", request_id="hang-1")
         await stream.until_event("turn_started")
         # The ACP session id is durable once the agent has the prompt.
         await poll_until(
@@ -334,7 +335,11 @@ async def test_restart_mid_turn_reports_interrupted(fresh_c2: C2Process, workdir
     assert state["message"] == "C2 stopped before the turn finished"
     async with EventReader(client, after=last) as stream:
         event = await stream.until_event("session_activity_changed", session=sid)
+        # The turn's end as clients clear a running turn on it: its terminal error.
+        error = await stream.until_event("error", session=sid)
     assert event["activity"]["state"]["reason"] == "interrupted"
+    assert error["terminal"] is True and error["request_id"] == "hang-1"
+    assert error["message"] == "C2 stopped before the turn finished"
     listed = (await client.http.get("/v1/sessions")).json()["sessions"]
     assert all(s["activity"]["state"]["kind"] not in ("running", "awaiting_input") for s in listed)
     # The session is revived on its next prompt, restoring the agent session via session/load.
