@@ -7,6 +7,7 @@ it is handed (the home is prepared by core/home.py).
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -90,16 +91,6 @@ class Settings:
         """Settings from CLI values, falling back to `env` (the process environment)."""
         env = os.environ if env is None else env
         resolved = resolve_home(home, env)
-        retention = env.get("C2_EVENT_RETENTION_DAYS")
-        max_agents = env.get("C2_MAX_LIVE_AGENTS")
-        max_body = env.get("C2_MAX_BODY_BYTES")
-        max_connections = env.get("C2_MAX_CONNECTIONS")
-        max_streams = env.get("C2_MAX_STREAMS_PER_DEVICE")
-        store_retry = env.get("C2_STORE_RETRY_SECONDS")
-        commit_interval = env.get("C2_COMMIT_INTERVAL_MS")
-        write_interval = env.get("C2_STREAM_WRITE_INTERVAL_MS")
-        backoff_scale = env.get("C2_WEBHOOK_BACKOFF_SCALE")
-        lease = env.get("C2_CLUSTER_LEASE_SECONDS")
         return cls(
             home=resolved,
             database_url=env.get("C2_DATABASE_URL") or sqlite_url(resolved),
@@ -110,35 +101,76 @@ class Settings:
             trusted_proxies=proxy_networks(
                 [*trusted_proxies, *env.get("C2_TRUSTED_PROXIES", "").split(",")]
             ),
-            event_retention_days=float(retention) if retention else 7.0,
-            max_live_agents=max(1, int(max_agents)) if max_agents else 32,
-            max_body_bytes=max(1024, int(max_body)) if max_body else cls.max_body_bytes,
-            max_connections=(
-                max(8, int(max_connections)) if max_connections else cls.max_connections
+            # Zero or less would have the start-up sweep delete the whole event log.
+            event_retention_days=_env_float(
+                env, "C2_EVENT_RETENTION_DAYS", 7.0, above=0.0, high=36_500.0
             ),
-            max_streams_per_device=(
-                max(1, int(max_streams)) if max_streams else cls.max_streams_per_device
+            max_live_agents=int(_env_float(env, "C2_MAX_LIVE_AGENTS", 32, whole=True, low=1)),
+            max_body_bytes=int(
+                _env_float(env, "C2_MAX_BODY_BYTES", cls.max_body_bytes, whole=True, low=1024)
             ),
-            store_retry_seconds=max(0.0, float(store_retry)) if store_retry else 30.0,
-            commit_interval_ms=(
-                min(100.0, max(0.0, float(commit_interval)))
-                if commit_interval
-                else cls.commit_interval_ms
+            max_connections=int(
+                _env_float(env, "C2_MAX_CONNECTIONS", cls.max_connections, whole=True, low=8)
             ),
-            stream_write_interval_ms=(
-                min(100.0, max(0.0, float(write_interval)))
-                if write_interval
-                else cls.stream_write_interval_ms
+            max_streams_per_device=int(
+                _env_float(
+                    env, "C2_MAX_STREAMS_PER_DEVICE", cls.max_streams_per_device, whole=True, low=1
+                )
             ),
-            webhook_backoff_scale=max(0.0, float(backoff_scale)) if backoff_scale else 1.0,
+            store_retry_seconds=_env_float(env, "C2_STORE_RETRY_SECONDS", 30.0, low=0.0),
+            commit_interval_ms=_env_float(
+                env, "C2_COMMIT_INTERVAL_MS", cls.commit_interval_ms, low=0.0, high=100.0
+            ),
+            stream_write_interval_ms=_env_float(
+                env,
+                "C2_STREAM_WRITE_INTERVAL_MS",
+                cls.stream_write_interval_ms,
+                low=0.0,
+                high=100.0,
+            ),
+            webhook_backoff_scale=_env_float(env, "C2_WEBHOOK_BACKOFF_SCALE", 1.0, low=0.0),
             vapid_subject=vapid_subject or env.get("C2_VAPID_SUBJECT", ""),
             push_private_endpoints=env.get("C2_PUSH_PRIVATE_ENDPOINTS", "").strip().lower()
             in _TRUE,
             cluster=cluster or env.get("C2_CLUSTER", "").strip().lower() in _TRUE,
             advertise_url=(advertise_url or env.get("C2_ADVERTISE_URL", "")).rstrip("/"),
-            cluster_lease_seconds=max(0.5, float(lease)) if lease else DEFAULT_LEASE_SECONDS,
+            cluster_lease_seconds=_env_float(
+                env, "C2_CLUSTER_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, low=0.5, high=3600.0
+            ),
             cluster_secret=env.get("C2_CLUSTER_SECRET", ""),
         )
+
+
+def _env_float(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    whole: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+) -> float:
+    """`name`'s number from `env` (`default` when unset), clamped to [`low`, `high`]; not a
+    (`whole`) finite number, or not more than `above`, is a ValueError naming the variable:
+    the server does not start (one line) rather than run on a value it cannot use."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(int(raw)) if whole else float(raw)
+    except ValueError:
+        kind = "a whole number" if whole else "a number"
+        raise ValueError(f"{name} must be {kind}, not {raw!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, not {raw!r}")
+    if above is not None and value <= above:
+        raise ValueError(f"{name} must be more than {above:g}, not {raw!r}")
+    if low is not None:
+        value = max(low, value)
+    if high is not None:
+        value = min(high, value)
+    return value
 
 
 def proxy_networks(values: Sequence[str]) -> tuple[str, ...]:

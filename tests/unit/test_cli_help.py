@@ -109,6 +109,49 @@ def test_cli_serve_refuses_a_trusted_proxy_that_is_no_address(
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("C2_EVENT_RETENTION_DAYS", "-1", "must be more than 0"),  # the sweep wiped the log
+        ("C2_EVENT_RETENTION_DAYS", "0", "must be more than 0"),
+        ("C2_EVENT_RETENTION_DAYS", "nan", "must be a finite number"),
+        ("C2_CLUSTER_LEASE_SECONDS", "inf", "must be a finite number"),
+        ("C2_MAX_LIVE_AGENTS", "abc", "must be a whole number"),
+        ("C2_MAX_BODY_BYTES", "1.5", "must be a whole number"),
+    ],
+)
+def test_cli_serve_refuses_a_number_it_cannot_use_in_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+    said: str,
+):
+    """A numeric setting that is no (finite, whole) number, or a retention of no time at all,
+    stops `c2 serve` with one line naming the variable, before anything is opened."""
+    monkeypatch.setenv(name, value)
+    assert main(["serve", "--home", str(tmp_path / "home"), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and name in err and said in err and repr(value) in err
+    assert not (tmp_path / "home").exists()
+
+
+def test_numeric_settings_clamp_what_they_can() -> None:
+    """Values past a setting's bounds are brought within them (as before)."""
+    env = {
+        "C2_MAX_LIVE_AGENTS": "0",
+        "C2_CLUSTER_LEASE_SECONDS": "1e12",
+        "C2_EVENT_RETENTION_DAYS": "99999999999999999999",
+        "C2_COMMIT_INTERVAL_MS": "-5",
+    }
+    settings = Settings.build(home=Path("/tmp/c2-unused"), env=env)
+    assert settings.max_live_agents == 1
+    assert settings.cluster_lease_seconds == 3600.0
+    assert settings.event_retention_days == 36_500.0
+    assert settings.commit_interval_ms == 0.0
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "mysql://c2:secret@db/c2",  # a backend whose driver is not installed
