@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from c2.core.auth import PairedDevice, add_pairing_token, create_device
 from c2.core.scopes import Scope
-from c2.core.store.database import Store, sqlite_url
+from c2.core.store.database import Store, UnknownSchemaError, sqlite_url
 from c2.core.store.faults import describe
 from c2.core.store.ownership import HomeLock, OwnershipError, claim_home
 
@@ -80,6 +80,8 @@ def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLo
         raise StartupError(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         raise StartupError(f"cannot open the database: {describe(exc)}") from None
+    except UnknownSchemaError as exc:
+        raise StartupError(str(exc)) from None
     finally:
         store.close()
     return claim
@@ -112,6 +114,9 @@ def _offline_store(home: Path, database_url: str) -> Store:
     except (SQLAlchemyError, OSError) as exc:
         store.close()
         raise StartupError(f"cannot open the database: {describe(exc)}") from None
+    except UnknownSchemaError as exc:
+        store.close()
+        raise StartupError(str(exc)) from None
     return store
 
 

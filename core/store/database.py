@@ -476,19 +476,32 @@ class Store:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def migrate(self) -> None:
-        """Apply Alembic migrations up to head (idempotent)."""
+        """Apply Alembic migrations up to head (idempotent). On PostgreSQL one migration runs
+        at a time: cluster members starting together on a new database each created the same
+        types and tables, and all but one failed on a duplicate. UnknownSchemaError when the
+        database is at a revision this c2 does not know."""
         with self._writer_engine.connect() as conn:
             if _revision(conn) == HEAD_REVISION:
                 return
         # Alembic (about 10 MB and 0.15 s of imports) only when there is something to apply.
         from alembic import command
         from alembic.config import Config
+        from alembic.util.exc import CommandError
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         with self._writer_engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Held to the commit; the next member then finds the schema at head.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            try:
+                command.upgrade(cfg, "head")
+            except CommandError as exc:
+                raise UnknownSchemaError(
+                    f"the database's schema is at revision {_revision(conn)!r}, which this c2"
+                    f" does not know (was it made by another version of c2?): {exc}"
+                ) from None
 
     def start(self, publish: Publisher | None = None) -> None:
         """Open the writer's connection (taking the owner lock when exclusive: OwnershipError
@@ -951,6 +964,14 @@ class Store:
         """Run `fn` in a read transaction on the calling thread (start-up and tools)."""
         with self._reader_engine.connect() as conn, conn.begin():
             return fn(ReadUnit(conn))
+
+
+class UnknownSchemaError(Exception):
+    """The database's schema revision is none this c2's migrations know."""
+
+
+# pg_advisory_xact_lock key of schema migrations ("c2migr" in ASCII).
+MIGRATION_LOCK = 0x63326D69_6772
 
 
 def _revision(conn: Connection) -> str | None:
