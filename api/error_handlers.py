@@ -31,8 +31,9 @@ from c2.api.errors import (
     problem_body,
     problem_response,
 )
-from c2.core.errors import DomainError
+from c2.core.errors import DomainError, StoreUnavailableError
 from c2.core.protocol.values import RequestId
+from c2.core.store.faults import StoreWriteError
 
 log = logging.getLogger(__name__)
 # FastAPI's 400 for a body it could not decode at all (fastapi/routing.py).
@@ -90,6 +91,14 @@ def _request_id_of(body: Any) -> str | None:
         return _REQUEST_ID.validate_python(body["request_id"])
     except ValidationError:
         return None
+
+
+async def _store_write_handler(_request: Request, exc: Exception) -> Response:
+    """A write the store gave up on (the database unreachable, a full disk) past its retry
+    window: the service is unavailable, as for any read it cannot serve (never a 500)."""
+    assert isinstance(exc, StoreWriteError)
+    log.warning("a write failed: %s", exc)
+    return problem_response(StoreUnavailableError(f"the database could not take the write: {exc}"))
 
 
 async def _http_handler(request: Request, exc: Exception) -> Response:
@@ -168,4 +177,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(ValidationError, _validation_handler)
     app.add_exception_handler(HTTPException, _http_handler)
+    app.add_exception_handler(StoreWriteError, _store_write_handler)
     app.add_middleware(UnhandledErrors)

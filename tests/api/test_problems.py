@@ -14,6 +14,7 @@ from c2.api.settings import Settings
 from c2.core.bus import EventBus
 from c2.core.engine import Engine
 from c2.core.store.database import Store
+from c2.core.store.faults import StoreWriteError
 from tests.api.conftest import AppClient, run_app
 
 PROBLEM = "application/problem+json"
@@ -155,3 +156,22 @@ async def test_problems_shutdown_refuses_ops_and_readiness(app_client: AppClient
     resp = await app_client.http.post("/v1/ops", json={"op": "cancel", "session": "s"})
     _problem(resp, 503, "shutting_down")
     assert resp.headers["retry-after"] == "1"
+
+
+async def test_a_write_the_database_cannot_take_is_503_not_500(
+    app_client: AppClient, monkeypatch: pytest.MonkeyPatch
+):
+    """A write the store gave up on (database unreachable, disk full: StoreWriteError after its
+    retry window) answers 503 store_unavailable wherever it happens, pairing included (it was
+    a 500 with a traceback there)."""
+    store = app_client.services.store
+
+    async def gives_up(*_args: Any, **_kwargs: Any) -> Any:
+        raise StoreWriteError("could not commit: connection refused; gave up retrying")
+
+    monkeypatch.setattr(store, "write", gives_up)
+    body = {"token": "t" * 43, "device_name": "phone"}
+    resp = await app_client.http.post("/v1/pair", json=body)
+    assert _problem(resp, 503, "store_unavailable")["detail"].startswith(
+        "the database could not take the write"
+    )
