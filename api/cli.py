@@ -2,6 +2,9 @@
 
 Each command builds its own Settings from arguments and the environment; nothing is built at
 import time. `pair` mints a bearer directly in the store (local admin: whoever can read home).
+
+Over 300 lines: the commands share their argument parser, its value checks and the one-line
+failures of start-up; split, each command would reach back into them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from c2.api.schemas import MAX_DEVICE_NAME
 from c2.api.settings import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 if TYPE_CHECKING:  # imported where used: `c2 --help` and the one-shot commands stay light
@@ -66,6 +70,7 @@ def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, Ho
     """The server ready to run, its listening socket and the home's claim; or the exit status
     once it said why it cannot start."""
     from c2.api.app import create_app
+    from c2.api.hosts import check_allowed_hosts
     from c2.api.logs import LOG_DATE_FORMAT, LOG_FORMAT
     from c2.api.server import build_server, cannot_listen, listen_socket
     from c2.api.services import StartupError, preflight
@@ -73,6 +78,7 @@ def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, Ho
     from c2.core.providers import ProviderConfigError, ProviderRegistry
 
     try:
+        check_allowed_hosts(args.allow_host)  # before anything is opened
         settings = Settings.build(
             home=args.home,
             host=args.host,
@@ -202,6 +208,25 @@ def _version() -> str:
         return "unknown"
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535 (argparse type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65_535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {port}")
+    return port
+
+
+def device_name(text: str) -> str:
+    """A device's name, as pairing takes it: 1 to 128 characters (argparse type)."""
+    name = text.strip()
+    if not 1 <= len(name) <= MAX_DEVICE_NAME:
+        raise argparse.ArgumentTypeError(f"a device name is 1 to {MAX_DEVICE_NAME} characters")
+    return name
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="c2",
@@ -222,7 +247,7 @@ def parser() -> argparse.ArgumentParser:
         "--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})"
     )
     serve.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
     )
     serve.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
     serve.add_argument(
@@ -265,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     pair = commands.add_parser("pair", help="mint a device bearer directly in the store")
-    pair.add_argument("--name", required=True)
+    pair.add_argument("--name", required=True, type=device_name)
     pair.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
     pair.add_argument(
         "--scopes",
@@ -282,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
     )
     pair_url.add_argument("--home", help="data folder (default $C2_HOME, else ~/.c2)")
     pair_url.add_argument("--host", default=DEFAULT_HOST)
-    pair_url.add_argument("--port", type=int, default=DEFAULT_PORT)
+    pair_url.add_argument("--port", type=port_number, default=DEFAULT_PORT)
     pair_url.set_defaults(run=_pair_url)
 
     openapi = commands.add_parser("openapi", help="print the OpenAPI document")

@@ -31,9 +31,8 @@ from c2.api.errors import (
     problem_body,
     problem_response,
 )
-from c2.core.errors import DomainError, StoreUnavailableError
+from c2.core.errors import DomainError, StoreUnavailableError, StoreWriteError
 from c2.core.protocol.values import RequestId
-from c2.core.store.faults import StoreWriteError
 
 log = logging.getLogger(__name__)
 # FastAPI's 400 for a body it could not decode at all (fastapi/routing.py).

@@ -32,9 +32,17 @@ def split_host(header: str) -> tuple[str, str | None] | None:
     else:
         name, _, port_text = value.partition(":")
         port = port_text if ":" in value else None
-    if not name or (port is not None and not port.isdigit()):
+    if not name or (port is not None and not (port.isdigit() and int(port) <= 65_535)):
         return None
     return name, port
+
+
+def check_allowed_hosts(entries: Iterable[str]) -> None:
+    """ValueError naming the first `--allow-host` value that is no host name (`*`, a name, or
+    name:port): `c2 serve` refuses it in one line before it opens anything."""
+    for entry in entries:
+        if entry.strip() != "*" and split_host(entry) is None:
+            raise ValueError(f"invalid --allow-host value: {entry!r}")
 
 
 class HostAllowlist:
@@ -45,13 +53,14 @@ class HostAllowlist:
         self.any_host = False
         self.names: set[str] = set(LOOPBACK_HOSTS)
         self.authorities: set[tuple[str, str]] = set()
+        allowed = list(allowed)
+        check_allowed_hosts(allowed)
         for entry in allowed:
             if entry.strip() == "*":
                 self.any_host = True
                 continue
             parsed = split_host(entry)
-            if parsed is None:
-                raise ValueError(f"invalid --allow-host value: {entry!r}")
+            assert parsed is not None  # checked above
             name, port = parsed
             if port is None:
                 self.names.add(name)

@@ -65,10 +65,12 @@ class _Body(BaseModel):
 
 # -- auth ------------------------------------------------------------------------------------
 
+MAX_DEVICE_NAME = 128  # characters of a device's name, paired from the API or `c2 pair`
+
 
 class PairRequest(_Body):
     token: str = Field(min_length=1, max_length=512)
-    device_name: str | None = Field(default=None, max_length=128)
+    device_name: str | None = Field(default=None, max_length=MAX_DEVICE_NAME)
 
 
 class PairResponse(BaseModel):

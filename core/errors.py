@@ -303,6 +303,13 @@ class PushSubscriptionNotFoundError(DomainError):
 # -- store and idempotency ---------------------------------------------------------------------
 
 
+class StoreWriteError(Exception):
+    """A write could not be committed: the database stayed unreachable, unwritable or owned by
+    another c2 for longer than the write could wait, or the store was closing. Not a
+    DomainError: the core's services decide what it means where they catch it; one that
+    reaches the API is a 503 like StoreUnavailableError (api/error_handlers.py)."""
+
+
 class StoreUnavailableError(DomainError):
     code = "store_unavailable"
     title = "Store unavailable"

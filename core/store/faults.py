@@ -11,12 +11,10 @@ import sqlite3
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from c2.core.errors import StoreWriteError
 from c2.core.store.ownership import OwnershipError
 
-
-class StoreWriteError(Exception):
-    """A write could not be committed: the database stayed unreachable, unwritable or owned by
-    another c2 for longer than the write could wait, or the store was closing."""
+__all__ = ["StepsLostError", "StoreWriteError", "describe", "is_transient"]
 
 
 class StepsLostError(Exception):

@@ -13,8 +13,8 @@ from sqlalchemy import text
 from c2.api.settings import Settings
 from c2.core.bus import EventBus
 from c2.core.engine import Engine
+from c2.core.errors import StoreWriteError
 from c2.core.store.database import Store
-from c2.core.store.faults import StoreWriteError
 from tests.api.conftest import AppClient, run_app
 
 PROBLEM = "application/problem+json"

@@ -187,3 +187,33 @@ def test_serve_makes_its_lasting_objects_with_the_collector_off_then_freezes_the
         assert gc.isenabled()
     finally:
         gc.unfreeze()  # this test's process goes on collecting as before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--port", "70000"],
+        ["serve", "--port", "-1"],
+        ["serve", "--allow-host", ""],
+        ["serve", "--allow-host", "a:b:c"],
+        ["serve", "--allow-host", "example.com:99999"],
+        ["pair", "--name", ""],
+        ["pair", "--name", "x" * 129],
+        ["pair-url", "--port", "99999"],
+    ],
+)
+def test_cli_refuses_values_it_cannot_use_before_opening_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A port out of range, a Host that is none, a device name the API would refuse: one
+    line and exit 2, and the home is not created (a bad port used to end in a traceback after
+    the database was made; --allow-host '' after the socket was bound)."""
+    home = tmp_path / "home"
+    try:
+        code = main([*argv, "--home", str(home)])
+    except SystemExit as exit_:  # argparse's own refusal
+        code = int(exit_.code or 0)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err and "Traceback" not in err
+    assert not home.exists()
