@@ -71,7 +71,8 @@ async def test_claude_code_models_and_modes_switch_before_and_after_the_first_pr
     api: tuple[Client, EventReader], workdir: Path, fake_model: FakeModel
 ) -> None:
     """The 201 snapshot offers Claude Code's models and modes; a model and a mode chosen before
-    the first prompt are used by it, and both switch again after it; unknown ids are 422."""
+    the first prompt are used by it, and both switch again after it; unknown ids are 422, and
+    a mode in which it acts unasked beyond the policy is 409."""
     client, stream = api
     session = await AgentSession.create(client, stream, "claude_code", workdir)
     snap = session.snapshot
@@ -82,6 +83,14 @@ async def test_claude_code_models_and_modes_switch_before_and_after_the_first_pr
     assert {"default", "acceptEdits", "plan", "bypassPermissions"} <= modes
     assert (await put(client, session, "model", {"model": "haiku"}))["current"] == "haiku"
     # (Claude Code itself plans with Sonnet when Haiku is chosen: switch to plan later.)
+    # In acceptEdits Claude Code edits without asking: beyond the default policy (ask), so
+    # refused until the policy accepts edits too.
+    refused = await client.http.put(
+        f"/v1/sessions/{session.id}/mode", json={"mode_id": "acceptEdits"}
+    )
+    assert refused.status_code == 409 and refused.json()["code"] == "mode_exceeds_policy"
+    policy = {"mode": "accept_edits", "sandbox": "workspace_write"}
+    assert (await put(client, session, "execution-policy", policy))["policy"] == policy
     mode = await put(client, session, "mode", {"mode_id": "acceptEdits"})
     assert mode["current"] == "acceptEdits"
     await session.until("modes", current="acceptEdits")
