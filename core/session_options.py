@@ -122,6 +122,8 @@ class SessionOptions:
         if within is None:
             live.needs_acp_restart = True  # no mode to switch to: a fresh agent asks again
             return
+        # Stored as the current mode in any case: a revived agent is given it.
+        record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
         if live.agent_alive and live.acp_session_id is not None:
             assert live.agent is not None
             try:
@@ -129,13 +131,7 @@ class SessionOptions:
             except AgentError:
                 log.warning("agent of %s refused mode %s; restarting it", live.id, within)
                 live.needs_acp_restart = True
-                record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
-        else:
-            record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
-        changed = ("modes",) + (
-            ("config_options",) if record.config_options != live.record.config_options else ()
-        )
-        await self._persist(live, record, changed, None)
+        await self._persist(live, record, ("modes",), None)
 
     async def set_model(self, op: SetModelOp) -> ModelResult:
         """Validate against the agent's models, apply it live (its model config option when it
@@ -229,8 +225,7 @@ class SessionOptions:
     ) -> None:
         """Apply a validated choice through the running agent (`through_agent`), or only on
         the record when none runs (`offline`: the agent gets it at revival); then persist
-        `fields`, plus the config options when the switch changed them, with the op's
-        `result` (its idempotent reply)."""
+        `fields` with the op's `result` (its idempotent reply)."""
         if live.agent_alive and live.acp_session_id is not None:
             assert live.agent is not None
             try:
@@ -244,9 +239,7 @@ class SessionOptions:
                 raise await self._reporter.reject(error, terminal=False) from exc
         else:
             record = offline()
-        changed_options = record.config_options != live.record.config_options
-        changed = fields + (("config_options",) if changed_options else ())
-        await self._persist(live, record, changed, result)
+        await self._persist(live, record, fields, result)
 
     async def _persist(
         self,
@@ -255,9 +248,11 @@ class SessionOptions:
         fields: tuple[str, ...],
         result: object | None,
     ) -> None:
-        """Write `fields` of `record` with the state events they change and the op's `result`
-        (its idempotent reply; None: the op was answered by an earlier write); then adopt
-        them."""
+        """Write `fields` of `record` (and its config options when a switch through the agent
+        changed them) with the state events they change and the op's `result` (its idempotent
+        reply; None: the op was answered by an earlier write); then adopt them."""
+        if record.config_options != live.record.config_options:
+            fields += ("config_options",)
         events = [
             ev
             for ev in state_events(record)

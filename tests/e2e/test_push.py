@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.e2e.harness import C2Process, Client, EventReader
+from tests.e2e.harness import C2Process, Client, EventReader, poll_until
 from tests.notify.pushservice import Browser, FakePushService, check_vapid, unb64url
 from tests.notify.receivers import Received
 
@@ -152,9 +152,7 @@ async def test_endpoints_are_public_https_unless_private_ones_are_allowed(
             await stream.frame()
             assert (await client.prompt(sid, "/text hello")).status_code == 202
             await stream.until_event("turn_ended")
-        with anyio.fail_after(10):
-            while "not sent: the endpoint must be an https URL" not in strict.log_tail():  # noqa: ASYNC110 - the server process's log
-                await anyio.sleep(0.05)
+        await poll_until(lambda: "not sent: the endpoint must be an https URL" in strict.log_tail())
         assert pushes.requests == []
     finally:
         await client.aclose()
