@@ -193,6 +193,9 @@ def test_the_conversation_follows_tall_replies_and_stops_when_scrolled_up(
         send(page, TALL_REPLY)
         expect(page.get_by_role("article").last).to_contain_text("end-marker")
         expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        # The prompt's own answer may land after its short turn's events: the composer then
+        # empties, and a next message typed before that would be emptied with it.
+        expect(page.get_by_role("textbox", name="Message")).to_have_value("")
         until(lambda: scroller.evaluate(GAP) < 40, "the view at the reply's end", timeout=5)
     send(page, "/stamped 150 30")
     expect(page.get_by_role("article")).to_have_count(4)
