@@ -33,6 +33,14 @@ class SessionFeed(AgentHandler, Protocol):
         still speak while it is being ended)."""
 
 
+# Why an agent was restarted, told when it cannot restore the session's context.
+STRICTER_POLICY = (
+    "the execution policy became stricter, so the agent was restarted to drop the permissions "
+    "granted to it"
+)
+FAILING_AGENT = "the agent kept failing its turns, so it was restarted"
+
+
 @dataclass(eq=False)
 class LiveSession:
     """A session loaded in this process: its record, lock, agent, feed and running turn."""
@@ -49,9 +57,11 @@ class LiveSession:
     last_used: float = field(default_factory=time.monotonic)
     # A user chose an "always" option: the agent holds a standing grant of its own.
     agent_grants: bool = False
-    # The policy became stricter while the agent held grants: before the next turn the agent
-    # is restarted, so its grants die with it (its ACP session is restored, else started fresh).
-    needs_acp_restart: bool = False
+    # Why the agent is restarted before the next turn (None: it is not). Its ACP session is
+    # restored, else started fresh and the reason told (`STRICTER_POLICY`, `FAILING_AGENT`).
+    needs_acp_restart: str | None = None
+    # Turns in a row the running agent failed (reset by a turn it completes).
+    failed_turns: int = 0
 
     def __post_init__(self, feed: Callable[[LiveSession], SessionFeed]) -> None:
         self.handler = feed(self)

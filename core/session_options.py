@@ -31,7 +31,7 @@ from c2.core.errors import (
     UnknownModeError,
     UnknownModelError,
 )
-from c2.core.live import LiveSession
+from c2.core.live import STRICTER_POLICY, LiveSession
 from c2.core.live_agents import LiveAgents
 from c2.core.outcomes import (
     ConfigResult,
@@ -106,7 +106,8 @@ class SessionOptions:
             # The permission handler reads live.record.policy: it now holds the new pair.
             live.record = live.record.evolve(policy=policy)
             if live.agent_grants and is_stricter(current, policy):
-                live.needs_acp_restart = True  # the agent's own grants must not outlive this
+                # The agent's own grants must not outlive this.
+                live.needs_acp_restart = STRICTER_POLICY
             await self._keep_mode_within(live, policy)
         return result
 
@@ -120,7 +121,8 @@ class SessionOptions:
             return
         within = next((m.id for m in modes.available if not mode_exceeds(m.id, policy)), None)
         if within is None:
-            live.needs_acp_restart = True  # no mode to switch to: a fresh agent asks again
+            # No mode to switch to: a fresh agent asks again.
+            live.needs_acp_restart = STRICTER_POLICY
             return
         # Stored as the current mode in any case: a revived agent is given it.
         record = live.record.evolve(modes=modes.model_copy(update={"current": within}))
@@ -130,7 +132,7 @@ class SessionOptions:
                 record = await apply_mode(live.agent, live.acp_session_id, live.record, within)
             except AgentError:
                 log.warning("agent of %s refused mode %s; restarting it", live.id, within)
-                live.needs_acp_restart = True
+                live.needs_acp_restart = STRICTER_POLICY
         await self._persist(live, record, ("modes",), None)
 
     async def set_model(self, op: SetModelOp) -> ModelResult:

@@ -31,7 +31,7 @@ from c2.core.errors import (
     TurnFailedError,
 )
 from c2.core.forks import ForkService
-from c2.core.live import LiveSession, SessionFeed
+from c2.core.live import FAILING_AGENT, LiveSession, SessionFeed
 from c2.core.live_agents import LiveAgents
 from c2.core.outcomes import AnswerResult, CancelResult, PromptAccepted
 from c2.core.prompt_compiler import PromptCompiler
@@ -57,9 +57,8 @@ from c2.core.worktrees import validate_worktree_async
 
 log = logging.getLogger(__name__)
 SESSION_DELETED = "the session was deleted before the turn finished"
-GRANTS_RESET = (
-    "the execution policy became stricter, so the agent was restarted to drop the permissions "
-    "granted to it; it can't restore this session's context, so it starts with a fresh memory "
+CONTEXT_LOST = (
+    "; it can't restore this session's context, so it starts with a fresh memory "
     "(the transcript is kept)"
 )
 # How long an agent may take to honour session/cancel before c2 ends the turn `cancelled`
@@ -228,14 +227,14 @@ class TurnRunner:
             await self._checkpoints.turn_started(live, turn.number)  # issue 14
             agent = live.agent if live.agent_alive and not live.needs_acp_restart else None
             if agent is None:
-                restarting = live.needs_acp_restart
-                live.needs_acp_restart = live.agent_grants = False  # a new process holds none
+                restarted_for = live.needs_acp_restart
+                live.needs_acp_restart, live.agent_grants = None, False  # a new process holds none
+                live.failed_turns = 0
                 agent = await self._live.respawn(live)
-                if restarting and not agent.supports_load_session:
+                if restarted_for and not agent.supports_load_session:
+                    message = restarted_for + CONTEXT_LOST
                     await self._reporter.emit(
-                        ErrorEvent(
-                            session=live.id, message=GRANTS_RESET, terminal=False, request_id=rid
-                        )
+                        ErrorEvent(session=live.id, message=message, terminal=False, request_id=rid)
                     )
             text = await self._compile_for_turn(live, doc, rid)
             text = await self._primer.prime(live, text)  # issue 14: a primed fork
@@ -254,6 +253,8 @@ class TurnRunner:
             if isinstance(exc, AgentError):
                 self._providers.observe_auth(live.record.provider, required=exc.auth_required)
                 error = agent_failure(exc, TurnFailedError(exc.message, session=live.id))
+                if not exc.auth_required:
+                    self._count_failure(live)
             else:
                 error = exc
             lost = handler.take_lost_writes()
@@ -275,10 +276,25 @@ class TurnRunner:
         if lost is not None:  # an update could not be committed: never end as if complete
             await self._fail_turn(live, turn, "provider_error", lost)
             return
+        live.failed_turns = 0
         # An agent that winds down on our cancel may still say end_turn (OpenCode does).
         if turn.cancel_requested and stop is StopReason.END_TURN:
             stop = StopReason.CANCELLED
         await self._end_turn(live, turn, IdleState(), TurnEnded(session=live.id, stop_reason=stop))
+
+    @staticmethod
+    def _count_failure(live: LiveSession) -> None:
+        """An agent whose process lives on may still be broken for good: Claude Code's adapter,
+        once its `claude` child died, fails every later prompt. After a failed turn the next
+        one starts a fresh process when the agent restores the session (session/load); one
+        that cannot loses its context in a restart, so only a second failure in a row earns
+        it one."""
+        if not live.agent_alive:
+            return  # it died: the next turn starts a new one anyway
+        assert live.agent is not None
+        live.failed_turns += 1
+        if live.failed_turns >= (1 if live.agent.supports_load_session else 2):
+            live.needs_acp_restart = live.needs_acp_restart or FAILING_AGENT
 
     @staticmethod
     async def _flush(handler: SessionFeed) -> None:

@@ -3,7 +3,8 @@
 Run as `python -m tests.agents.scripted_agent` (use `launch_spec()`). Directives:
 /text s, /chunks N, /stamped N [rate], /blast N [rate], /think s, /plan a|b|c,
 /tool id kind status title, /agent-tool id, /permission kind|none [title], /permissions N kind,
-/fail [msg], /hang [reason], /ignore-cancel, /crash [stderr text], /bigline N,
+/fail [msg], /wedge [msg] (this and every later prompt fail), /hang [reason], /ignore-cancel,
+/crash [stderr text], /bigline N,
 /flood (chunks until cancelled, pid logged), /pid,
 /usage used size, /spend in out cost|- [currency], /stop reason, /sleep ms, /user s,
 /config-update, /raw {update json}, /request method, /mode id (a current_mode_update),
@@ -104,6 +105,7 @@ class ScriptedAgent(DemoAgent):
         self.with_resume = os.environ.get("SCRIPTED_AGENT_RESUME") == "1"
         self.model_option = os.environ.get("SCRIPTED_AGENT_MODEL_OPTION") == "1"
         self.auth = os.environ.get("SCRIPTED_AGENT_AUTH", "")
+        self.wedged = ""  # /wedge: every prompt fails, as Claude Code's once its child died
         self.mcp = set(filter(None, os.environ.get("SCRIPTED_AGENT_MCP", "").split(",")))
         peer.allow_always = os.environ.get("SCRIPTED_AGENT_ALWAYS") == "1"
         if os.environ.get("SCRIPTED_AGENT_SPAWN_CHILD") == "1":
@@ -202,6 +204,8 @@ class ScriptedAgent(DemoAgent):
         """The demo turn; its response carries `usage` when the turn ran `/spend`."""
         if self.auth == "prompt":
             raise RequestError.auth_required()
+        if self.wedged:
+            raise RequestError(-32603, self.wedged)
         self.turn_usage.pop(session_id, None)
         response = await super().prompt(session_id, prompt, **kwargs)
         usage = self.turn_usage.pop(session_id, None)
@@ -337,6 +341,10 @@ class ScriptedAgent(DemoAgent):
 
     async def do_fail(self, turn: Turn, arg: str) -> None:
         raise RequestError(-32603, arg or "boom")
+
+    async def do_wedge(self, turn: Turn, arg: str) -> None:
+        self.wedged = arg or "Session did not end in result"
+        raise RequestError(-32603, self.wedged)
 
     async def do_hang(self, turn: Turn, arg: str) -> str:
         """`/hang [reason]`: wait for a cancel, then stop with `reason` (default cancelled);

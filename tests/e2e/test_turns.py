@@ -127,6 +127,69 @@ async def test_agent_crash_mid_turn_ends_the_turn_quickly(client: Client, workdi
         assert (await stream.until_event("turn_ended"))["stop_reason"] == "end_turn"
 
 
+def count_loads(client: Client) -> int:
+    return sum(m.get("method") == "session/load" for m in client.server.agent_log_lines())
+
+
+async def pid_turn(client: Client, stream: EventReader, sid: str, rid: str) -> int:
+    """Run a `/pid` turn; the agent process's pid."""
+    resp = await client.prompt(sid, "/pid", request_id=rid)
+    assert resp.status_code == 202, resp.text
+    said = await stream.until_event("agent_text")
+    await stream.until_event("turn_ended")
+    return int(said["text"].split("=")[1])
+
+
+async def test_an_agent_failing_its_turns_is_restarted_for_the_next(
+    client: Client, workdir: Path
+) -> None:
+    """An agent whose process lives on but fails every prompt (Claude Code's adapter once its
+    `claude` child died) runs the next turn as a fresh process, which restores the session
+    (session/load): one failure suffices, and no restart is announced (this agent keeps no
+    saved sessions, so only its failed restore is)."""
+    sid = (await client.new_session(workdir))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        before = await pid_turn(client, stream, sid, "wedged-1")
+        loads = count_loads(client)
+        await client.prompt(sid, "/wedge Session did not end in result", request_id="wedged-2")
+        failed = await stream.until_event("error", request_id="wedged-2")
+        after = await pid_turn(client, stream, sid, "wedged-3")
+    assert failed["terminal"] is True and "did not end in result" in failed["message"]
+    assert after != before
+    errors = [e for e in stream.events if e["event"] == "error"]
+    assert [e for e in errors if e["terminal"]] == [failed]
+    assert not any("kept failing" in e["message"] for e in errors)  # restored: nothing lost
+    assert count_loads(client) == loads + 1  # the fresh agent restored the session
+
+
+async def test_an_agent_without_load_is_restarted_after_two_failures_in_a_row(
+    client: Client, workdir: Path
+) -> None:
+    """An agent that cannot restore a session loses its context in a restart: one failed turn
+    keeps it, a second in a row restarts it, saying the context is lost."""
+    sid = (await client.new_session(workdir, provider={"custom": "scripted_noload"}))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        first = await pid_turn(client, stream, sid, "noload-1")
+        await client.prompt(sid, "/fail once", request_id="noload-2")
+        await stream.until_event("error", request_id="noload-2")
+        # A turn done resets the count.
+        assert await pid_turn(client, stream, sid, "noload-3") == first
+        await client.prompt(sid, "/wedge stuck", request_id="noload-4")
+        await stream.until_event("error", request_id="noload-4")
+        await client.prompt(sid, "again", request_id="noload-5")
+        await stream.until_event("error", request_id="noload-5")
+        await client.prompt(sid, "/pid", request_id="noload-6")
+        notice = await stream.until_event("error", request_id="noload-6")
+        said = await stream.until_event("agent_text")
+        await stream.until_event("turn_ended")
+    assert notice["terminal"] is False
+    assert notice["message"].startswith("the agent kept failing its turns, so it was restarted")
+    assert "fresh memory" in notice["message"]
+    assert int(said["text"].split("=")[1]) != first
+
+
 async def test_new_session_rejects_unknown_provider_and_bad_cwd(
     client: Client, workdir: Path
 ) -> None:
