@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from c2.core.activity import is_busy
 from c2.core.errors import (
+    CheckpointGitError,
     DomainError,
     ForceRequiredError,
     NoCheckpointsError,
@@ -52,6 +53,8 @@ from c2.core.worktrees.checkpoints import (
     list_refs,
     restore,
     set_ref,
+    unrecorded_in_the_way,
+    unrestored_paths,
 )
 
 if TYPE_CHECKING:
@@ -258,14 +261,10 @@ class CheckpointService:
                     raise TurnAlreadyRunningError(
                         "a turn is running; cancel it or wait before rewinding", session=sid
                     )
-                record = live.record
-                if record.worktree_path is None and not op.force:
-                    raise ForceRequiredError(
-                        "this session works in the project folder itself, not in its own "
-                        'worktree: rewinding it needs "force": true',
-                        session=sid,
-                    )
-                result = await self._git(record, lambda ws, refs: _rewind_sync(op, ws, refs))
+                plain = live.record.worktree_path is None
+                result = await self._git(
+                    live.record, lambda ws, refs: _rewind_sync(op, ws, refs, plain=plain)
+                )
                 part = RewindPart(
                     to_turn=result.to_turn,
                     checkpoint=result.checkpoint,
@@ -395,7 +394,10 @@ def _result(session: str, turn: int | None, running: bool, diff: Any) -> DiffRes
     )
 
 
-def _rewind_sync(op: RewindOp, ws: Workspace, refs: _Refs) -> RewindResult:
+def _rewind_sync(op: RewindOp, ws: Workspace, refs: _Refs, *, plain: bool) -> RewindResult:
+    """The rewind's git work. Refusals come before any change, the most telling first (the
+    outside changes, with their paths, before a plain folder's need for force); a restore
+    that cannot complete is undone (`_restore_or_roll_back`)."""
     known = list_refs(ws.root, refs.prefix)
     if op.to_checkpoint is not None:
         target = op.to_checkpoint if op.to_checkpoint in known.values() else None
@@ -417,14 +419,56 @@ def _rewind_sync(op: RewindOp, ws: Workspace, refs: _Refs) -> RewindResult:
         )
         error.details["paths"] = changed_paths(ws.root, last, before)
         raise error
+    if plain and not op.force:
+        raise ForceRequiredError(
+            "this session works in the project folder itself, not in its own "
+            'worktree: rewinding it needs "force": true'
+        )
+    if ignored := unrecorded_in_the_way(ws, before, target):
+        refusal = WorktreeError(
+            "the rewind would delete files git ignores, which no checkpoint keeps: "
+            f"{_listed(ignored)}; move them elsewhere and rewind again (nothing was changed)"
+        )
+        refusal.details["paths"] = ignored
+        raise refusal
     rewinds = [n for n in known if n.startswith(refs.prefix + "rewinds/")]
     set_ref(ws.root, refs.rewind(len(rewinds) + 1), before)  # kept before anything changes
-    restore(ws, target)
-    after = capture(ws)
-    if after != target:
-        paths = ", ".join(changed_paths(ws.root, target, after)[:20])
-        raise WorktreeError(f"rewind left the tree different from its target at: {paths}")
-    set_ref(ws.root, refs.head, target)
+    now = _restore_or_roll_back(ws, target, before)
+    set_ref(ws.root, refs.head, now)  # the target, and nested repositories as they stand
     return RewindResult(
         session=op.session, to_turn=to_turn, checkpoint=target, pre_rewind_checkpoint=before
     )
+
+
+def _restore_or_roll_back(ws: Workspace, target: str, before: str) -> str:
+    """Restore `target` and return the folder's tree now (the target but for nested
+    repositories, which a restore leaves alone). When the folder cannot be made to match
+    (a file git may not remove, a read-only folder), it is put back to `before`, so a failed
+    rewind changes nothing; the error says so, or, should that fail too, where `before` is."""
+    try:
+        return _restore_exactly(ws, target)
+    except CheckpointGitError as exc:
+        problem = exc.message
+    try:
+        capture(ws)  # the index must hold what the folder holds now, for read-tree to undo it
+        _restore_exactly(ws, before)
+    except CheckpointGitError as exc:
+        raise WorktreeError(
+            f"the rewind could not complete ({problem}), and putting the folder back failed "
+            f"too ({exc.message}); what it held before is checkpoint {before}: rewind to it "
+            "with to_checkpoint"
+        ) from None
+    raise WorktreeError(f"the rewind could not complete ({problem}); nothing was changed")
+
+
+def _restore_exactly(ws: Workspace, tree: str) -> str:
+    restore(ws, tree)
+    now = capture(ws)
+    if now != tree and (left := unrestored_paths(ws.root, tree, now)):
+        raise CheckpointGitError(f"these paths kept their contents: {_listed(left)}")
+    return now
+
+
+def _listed(paths: list[str], most: int = 20) -> str:
+    shown = ", ".join(paths[:most])
+    return shown if len(paths) <= most else f"{shown} and {len(paths) - most} more"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from c2.core.errors import CheckpointGitError
+from c2.core.worktrees.gitenv import neutral_git_env
 
 REF_ROOT = "refs/c2/checkpoints"
 FILE_DIFF_LIMIT = 256 * 1024  # bytes of one file's unified diff (issue 14 contract)
@@ -38,6 +39,8 @@ _GIT_CONFIG = (
     "-c",
     "core.safecrlf=false",
 )
+
+GITLINK = "160000"  # a nested repository's entry in a tree (its commit)
 
 Status = Literal["added", "modified", "deleted", "renamed"]
 _STATUS: dict[str, Status] = {"A": "added", "M": "modified", "T": "modified", "D": "deleted"}
@@ -97,6 +100,7 @@ def checkout_root(cwd: str) -> Path | None:
 
 def _env(index: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env |= neutral_git_env()  # no program named by the project's config runs
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh the user's index behind their back
     if index is not None:
@@ -198,8 +202,51 @@ def changed_paths(root: Path, old: str, new: str) -> list[str]:
 
 def restore(ws: Workspace, tree: str) -> None:
     """Make the working tree equal to `tree`: files of the session index (the last capture)
-    that `tree` lacks are removed, the rest written. Ignored files are never touched."""
+    that `tree` lacks are removed, the rest written. Ignored files are never touched, unless
+    they stand where `tree` puts something (see `unrecorded_in_the_way`)."""
     _git(ws.root, "read-tree", "--reset", "-u", tree, index=ws.index)
+
+
+def unrestored_paths(root: Path, target: str, now: str) -> list[str]:
+    """Paths where the folder's tree `now` still differs from the `target` a restore wrote,
+    nested repositories aside: a restore neither removes nor rewinds one (git records them
+    by commit, "gitlinks", and leaves their folders alone), so they never count."""
+    out = _git(root, "diff-tree", "-r", "-z", "--raw", "--no-renames", target, now)
+    fields = out.split("\0")
+    paths = []
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(":"):
+            break
+        old_mode, new_mode = meta[1:].split()[:2]
+        if GITLINK not in (old_mode, new_mode):
+            paths.append(path)
+    return sorted(paths)
+
+
+def unrecorded_in_the_way(ws: Workspace, current: str, target: str) -> list[str]:
+    """Ignored files (which no checkpoint holds) that restoring `target` over `current` would
+    delete or overwrite: read-tree removes whatever stands where `target` puts a file, a link
+    or a folder, ignored files included. The session index must hold `current`."""
+    added = _git(
+        ws.root, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A", "--name-only",
+        current, target,
+    )  # fmt: skip
+    in_the_way: set[str] = set()
+    for path in filter(None, added.split("\0")):
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            place = "/".join(parts[:depth])
+            on_disk = ws.root / place
+            if not os.path.lexists(on_disk):
+                break  # nothing stands here, nor below
+            if depth == len(parts) or on_disk.is_symlink() or not on_disk.is_dir():
+                in_the_way.add(place)  # what the target's file replaces, or a file in its way
+                break
+    if not in_the_way:
+        return []
+    listing = ("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+    out = _git(ws.root, "--literal-pathspecs", *listing, "--", *sorted(in_the_way), index=ws.index)
+    return sorted(p for p in out.split("\0") if p)
 
 
 def _entries(root: Path, old: str, new: str) -> list[FileDiff]:

@@ -282,6 +282,11 @@ async def test_plain_git_folder_needs_force_and_keeps_the_index(
     assert digest(repo.root / ".git" / "index") == index
     assert repo.git("status", "--porcelain").splitlines() == ["A  staged.txt", "?? made.txt"]
     assert (await rewind(client, sid, 409, to_turn=0))["code"] == "force_required"
+    # Changes outside any turn are named first (force covers both).
+    (repo.root / "notes.txt").write_text("mine\n")
+    outside = await rewind(client, sid, 409, to_turn=0)
+    assert outside["code"] == "outside_changes" and outside["paths"] == ["notes.txt"]
+    (repo.root / "notes.txt").unlink()
     await rewind(client, sid, to_turn=0, force=True)
     assert not (repo.root / "made.txt").exists() and (repo.root / "staged.txt").exists()
     assert digest(repo.root / ".git" / "index") == index
@@ -296,6 +301,7 @@ async def test_checkpoints_need_git_and_go_with_the_session(
     await turn(client, plain, "/text hi")
     none = await get_json(client, f"/v1/sessions/{plain}/diff", 409)
     assert none["code"] == "no_checkpoints"
+    assert (await rewind(client, plain, 409, to_turn=0))["code"] == "no_checkpoints"  # no force
 
     repo = make_repo(tmp_path, with_origin=False)
     first = (await worktree_session(client, repo))["id"]
