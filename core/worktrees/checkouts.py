@@ -33,6 +33,7 @@ from c2.core.worktrees.repository import (
     open_checkout,
     ref_exists,
     resolve_dir,
+    trusted_repo,
 )
 
 BRANCH_PREFIX = "c2/"
@@ -126,7 +127,7 @@ def _add_worktree(
 def _describe(
     source: SourceCheckout, path: Path, branch: str, baseline: WorktreeBaseline
 ) -> CreatedWorktree:
-    with git.Repo(path) as worktree:
+    with trusted_repo(path) as worktree:
         head = worktree.git.rev_parse("--verify", "HEAD^{commit}")
         on = worktree.git.symbolic_ref("--quiet", "HEAD")
         git_dir = resolve_dir(worktree.git_dir)
@@ -281,7 +282,7 @@ def _validation_problem(ident: _Identity) -> str | None:
     if resolve_dir(ident.path / gitdir) != ident.git_dir:
         return f"{link} points to {gitdir}, not {ident.git_dir}"
     try:
-        with git.Repo(ident.common_dir) as repo:
+        with trusted_repo(ident.common_dir) as repo:
             entry = _registered(repo, ident.path)
     except (GitCommandError, InvalidGitRepositoryError, NoSuchPathError) as exc:
         return f"its repository {ident.common_dir} cannot be read: {exc}"
@@ -314,7 +315,7 @@ def discard_worktree(created: CreatedWorktree | Mapping[str, Any]) -> DiscardRes
         )
     existed = ident.path.exists()
     had_branch = False
-    with git.Repo(ident.common_dir) as repo:
+    with trusted_repo(ident.common_dir) as repo:
         had_branch = ref_exists(repo, f"refs/heads/{ident.branch}")
         kept = _remove_checkout(repo, ident.path, ident.branch)
     if kept:

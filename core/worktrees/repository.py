@@ -16,6 +16,8 @@ from pathlib import Path
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
+from c2.core.worktrees.gitenv import neutral_git_env
+
 
 class NotACheckoutError(Exception):
     """The directory is not inside a usable git working tree; str() is the reason."""
@@ -36,6 +38,13 @@ def resolve_dir(cwd: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(cwd)).resolve()
 
 
+def trusted_repo(path: str | os.PathLike[str], *, search_parents: bool = False) -> git.Repo:
+    """A GitPython repository whose commands run no program the project's config names."""
+    repo = git.Repo(path, search_parent_directories=search_parents)
+    repo.git.update_environment(**neutral_git_env())
+    return repo
+
+
 @contextmanager
 def open_checkout(cwd: str | os.PathLike[str]) -> Iterator[tuple[git.Repo, SourceCheckout]]:
     """Open the working tree holding `cwd`; raise NotACheckoutError with the reason if none."""
@@ -43,7 +52,7 @@ def open_checkout(cwd: str | os.PathLike[str]) -> Iterator[tuple[git.Repo, Sourc
     if not path.is_dir():
         raise NotACheckoutError(f"{path} is not a directory")
     try:
-        repo = git.Repo(path, search_parent_directories=True)
+        repo = trusted_repo(path, search_parents=True)
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise NotACheckoutError(f"{path} is not inside a git repository") from None
     with repo:

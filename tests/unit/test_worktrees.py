@@ -20,6 +20,7 @@ from c2.core.worktrees import (
     WorktreeUnavailableError,
     create_worktree_async,
     discard_worktree_async,
+    gitenv,
     preview_baselines_async,
     validate_worktree_async,
 )
@@ -218,6 +219,14 @@ def test_create_worktree_missing_subdir_at_baseline_fails_clean(
     assert_nothing_created(repo, root)
 
 
+@pytest.fixture
+def hooks_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """c2's git runs no hook of the project's (core/worktrees/gitenv.py); these tests fail or
+    slow a checkout with one, so they let hooks run."""
+    monkeypatch.setattr(gitenv, "NEUTRAL_SETTINGS", {})
+
+
+@pytest.mark.usefixtures("hooks_run")
 def test_create_worktree_failed_checkout_is_rolled_back(repo: RepoFixture, root: Path) -> None:
     """A failure after `git worktree add` ran removes the directory, branch and registration."""
     hook = repo.root / ".git" / "hooks" / "post-checkout"
@@ -232,6 +241,7 @@ def test_create_worktree_failed_checkout_is_rolled_back(repo: RepoFixture, root:
     assert_nothing_created(repo, root)
 
 
+@pytest.mark.usefixtures("hooks_run")
 def test_create_worktree_async_cancelled_mid_checkout_leaves_nothing(
     repo: RepoFixture, root: Path, tmp_path: Path
 ) -> None:
