@@ -153,16 +153,24 @@ class SessionLifecycle:
         1.5 s), so the answer never waits on an agent that ignores all but SIGKILL.
         """
         live = await self._live.load(session_id)
-        await self._stop_turn(live)
-        self._live.retire(live, DELETE_GRACE)
         async with live.lock:
-            record = live.record.evolve(archived=True)
+            # From here nothing starts on it: an op that loaded it earlier finds it deleted
+            # once it holds the lock; a turn accepted before is stopped next.
+            live.deleted = True
+        try:
+            await self._stop_turn(live)
+            self._live.retire(live, DELETE_GRACE)
+            async with live.lock:
+                record = live.record.evolve(archived=True)
 
-            def archive(uow: UnitOfWork) -> None:
-                uow.sessions.update(record, ("archived",))
-                uow.emit(SessionDeleted(session=session_id))
+                def archive(uow: UnitOfWork) -> None:
+                    uow.sessions.update(record, ("archived",))
+                    uow.emit(SessionDeleted(session=session_id))
 
-            await self._store.write(archive)
+                await self._store.write(archive)
+        except BaseException:
+            live.deleted = False  # not deleted after all (the store refused): usable again
+            raise
         self._live.drop(session_id)
         await self._checkpoints.forget(record)  # issue 14: checkpoints go with it
         await self._queue.forget(session_id)

@@ -62,6 +62,8 @@ class LiveSession:
     needs_acp_restart: str | None = None
     # Turns in a row the running agent failed (reset by a turn it completes).
     failed_turns: int = 0
+    # Being deleted: nothing starts on it any more (set under `lock`; ops check it there).
+    deleted: bool = False
 
     def __post_init__(self, feed: Callable[[LiveSession], SessionFeed]) -> None:
         self.handler = feed(self)

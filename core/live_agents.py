@@ -85,6 +85,8 @@ class LiveAgents:
         """The loaded session, read from the store on first use; a missing or deleted session
         raises SessionNotFoundError, an unreadable store StoreUnavailableError."""
         live = self._sessions.get(session_id)
+        if live is not None and live.deleted:
+            raise SessionNotFoundError("no such session", session=session_id, request_id=request_id)
         if live is not None:
             return live
         try:

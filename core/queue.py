@@ -14,6 +14,7 @@ session and one set of waiting sessions; split, their ordering rules could not b
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel
 
 from c2.core.activity import LiveTurn, is_busy
-from c2.core.errors import DomainError, QueueItemNotFoundError
+from c2.core.errors import (
+    DomainError,
+    QueueItemNotFoundError,
+    SessionNotFoundError,
+    TurnAlreadyRunningError,
+)
 from c2.core.outcomes import PromptAccepted
 from c2.core.protocol.events import (
     Event,
@@ -100,6 +106,7 @@ class FollowUpQueue:
         self._queued_turns: set[str] = set()  # turn ids started from the queue
         # Sessions whose queue holds items, so a turn's end costs nothing when none does.
         self._waiting: set[str] = set()
+        self._advancing: dict[str, asyncio.Lock] = {}
         self._tasks = Supervisor("queue")
 
     # -- ops ----------------------------------------------------------------------------------
@@ -194,10 +201,15 @@ class FollowUpQueue:
         """Start the next item when the session is idle and its queue is not paused. An op
         that advances the queue (append, resume) answers for itself, not for the turn."""
         with outside_op():
-            await self._advance(live)
+            # One at a time per session: two appends at once must not both find it idle and
+            # each take an item (the second's prompt would be refused and pause the queue).
+            async with self._advancing.setdefault(live.id, asyncio.Lock()):
+                await self._advance(live)
 
     async def _advance(self, live: LiveSession) -> None:
         if live.id not in self._waiting or live.turn is not None or is_busy(live.record.activity):
+            return
+        if live.deleted:
             return
 
         def take(uow: UnitOfWork) -> tuple[StoredItem | None, int]:
@@ -218,6 +230,8 @@ class FollowUpQueue:
         op = PromptOp(session=live.id, doc=doc, request_id=item.request_id)
         try:
             accepted = await self._start(op)
+        except SessionNotFoundError:
+            return  # deleted meanwhile: its queue goes with it
         except DomainError as exc:
             log.warning("queued prompt %s of %s could not start: %s", item.id, live.id, exc)
 
@@ -228,7 +242,8 @@ class FollowUpQueue:
 
             await self._store.write(put_back)
             self._waiting.add(live.id)
-            await self.pause(live.id, "failed")
+            if not isinstance(exc, TurnAlreadyRunningError):  # else: next, after that turn
+                await self.pause(live.id, "failed")
             return
         self._queued_turns.add(accepted.turn_id)
 
@@ -250,6 +265,8 @@ class FollowUpQueue:
         `end_turn`, else pause a queue that has something to run."""
         queued = turn.turn_id in self._queued_turns
         self._queued_turns.discard(turn.turn_id)
+        if live.deleted:
+            return  # its queue goes with it
         if isinstance(closing, TurnEnded) and closing.stop_reason is StopReason.END_TURN:
             reason: PauseReason | None = None
         elif isinstance(closing, TurnEnded) and closing.stop_reason is StopReason.CANCELLED:
@@ -302,6 +319,7 @@ class FollowUpQueue:
     async def forget(self, session: str) -> None:
         """Drop the session's queue (it was deleted)."""
         self._waiting.discard(session)
+        self._advancing.pop(session, None)
         await self._store.write(lambda uow: QueueRepository(uow.conn).forget(session))
 
 

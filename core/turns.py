@@ -26,6 +26,7 @@ from c2.core.errors import (
     DomainError,
     InvalidOptionError,
     PermissionNotPendingError,
+    SessionNotFoundError,
     SessionUnavailableError,
     TurnAlreadyRunningError,
     TurnFailedError,
@@ -111,6 +112,11 @@ class TurnRunner:
         except DomainError as exc:
             raise await self._reporter.reject(exc, terminal=True) from None
         async with live.lock:
+            if live.deleted:
+                raise await self._reporter.reject(
+                    SessionNotFoundError("no such session", session=live.id, request_id=rid),
+                    terminal=True,
+                )
             if live.turn is not None or is_busy(live.record.activity):
                 raise await self._reporter.reject(
                     TurnAlreadyRunningError(
@@ -375,7 +381,10 @@ class TurnRunner:
     async def cancel(self, session_id: str) -> CancelResult:
         """Cancel the running turn: parked permissions answered cancelled, the agent told;
         `cancelled` is false when no turn runs."""
-        live = await self._live.load(session_id)
+        return await self._cancel(await self._live.load(session_id))
+
+    async def _cancel(self, live: LiveSession) -> CancelResult:
+        session_id = live.id
         async with live.lock:
             turn = live.turn
             if turn is None:
@@ -404,10 +413,13 @@ class TurnRunner:
         if turn is None:
             return
         turn.interruption = SESSION_DELETED
-        await self.cancel(live.id)
+        await self._cancel(live)  # not by id: the session no longer loads (it is deleted)
         if turn.task is not None:
             turn.task.cancel()
             await asyncio.gather(turn.task, return_exceptions=True)
+        if live.turn is turn:  # its task was cancelled before it ran a line: end it here
+            self._live.release(live)
+            await self._fail_turn(live, turn, "interrupted", turn.interruption)
 
     async def abandon(self, live: LiveSession) -> None:
         """Forget the session's live turn in this process without writing anything: another
