@@ -109,7 +109,11 @@ def interrupt_in_flight(
     docs/protocol.md). Start-up recovery and a cluster takeover; `unowned` and `session`
     narrow as `SessionRepository.interrupt_in_flight` does. Returns how many."""
     changed = uow.sessions.interrupt_in_flight(owners, unowned=unowned, session=session)
-    for record, request_id in changed:
+    for record, request_id, parked in changed:
+        # What it had parked is answered by c2 (cancelled), as a turn ending while c2 runs
+        # does: clients, push notifications and webhooks close those requests.
+        for pending in parked:
+            record_resolution(record.id, pending, None, None)(uow)
         uow.emit(SessionActivityChanged(session=record.id, activity=record.activity))
         uow.emit(
             ErrorEvent(session=record.id, message=INTERRUPTED, terminal=True, request_id=request_id)

@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, false, insert, select, tuple_, update
@@ -19,12 +19,14 @@ from sqlalchemy import Connection, false, insert, select, tuple_, update
 from c2.core.activity import INTERRUPTED
 from c2.core.mcp_servers import dump_mcp_servers, parse_mcp_servers
 from c2.core.protocol.state import (
+    AwaitingInputState,
     ConfigOption,
     ContextWindow,
     FailedState,
     ForkedFrom,
     ModelsState,
     ModesState,
+    PendingInput,
     SessionActivity,
 )
 from c2.core.protocol.values import ExecutionPolicy, WorktreeBaseline
@@ -78,6 +80,14 @@ _WRITTEN_WITH = {"title": ("title", "title_origin")}
 
 class ActivityConflictError(Exception):
     """The stored activity revision is not the one the writer expected."""
+
+
+class Interrupted(NamedTuple):
+    """A session whose turn recovery ended: its record now, its prompt, what it had parked."""
+
+    record: SessionRecord
+    request_id: str | None
+    parked: list[PendingInput]
 
 
 def _to_row(rec: SessionRecord, fields: Iterable[str] = _FIELDS) -> dict[str, Any]:
@@ -237,14 +247,15 @@ class SessionRepository:
         *,
         unowned: bool = True,
         session: str | None = None,
-    ) -> list[tuple[SessionRecord, str | None]]:
+    ) -> list[Interrupted]:
         """Start-up recovery: running/awaiting_input become failed/interrupted (revision+1).
-        Each record changed, with the request_id of the prompt whose turn it was.
+        Each record changed, with the request_id of the prompt whose turn it was and the
+        permissions it had parked.
 
         `owners` (a cluster): only the sessions of these members, and (`unowned`) those of no
         member (left by a plain server, which cannot run next to a cluster); None: every
         session. `session`: only that one."""
-        changed: list[tuple[SessionRecord, str | None]] = []
+        changed: list[Interrupted] = []
         query = select(_SESSIONS).where(_SESSIONS.c.activity_json.is_not(None))
         if owners is not None:
             mine = _SESSIONS.c.owner.in_(owners)
@@ -268,5 +279,6 @@ class SessionRepository:
                 )
             )
             self.save(failed)
-            changed.append((failed, getattr(state, "prompt_request_id", None)))
+            parked = list(state.pending) if isinstance(state, AwaitingInputState) else []
+            changed.append(Interrupted(failed, getattr(state, "prompt_request_id", None), parked))
         return changed

@@ -368,7 +368,9 @@ async def test_store_sessions_round_trip_and_revision_guard(store):
         "prompt_request_id": "p-1",
     }
     interrupted = await db.write(lambda uow: uow.sessions.interrupt_in_flight())
-    assert [(s.id, request_id) for s, request_id in interrupted] == [("s-old", "p-1")]
+    assert [(s.id, request_id, parked) for s, request_id, parked in interrupted] == [
+        ("s-old", "p-1", [])
+    ]
     assert interrupted[0][0].activity.state.kind == "failed"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,35 @@ async def test_restart_drops_parked_permission(fresh_c2: C2Process, workdir: Pat
         f"/v1/sessions/{sid}/execution-policy", json={"mode": "yolo", "sandbox": "read_only"}
     )
     assert resp.status_code == 200 and resp.json()["policy"]["mode"] == "yolo"
+    await client.aclose()
+
+
+async def test_a_killed_server_closes_its_parked_permissions_on_restart(
+    fresh_c2: C2Process, workdir: Path
+) -> None:
+    """kill -9 with two permissions parked: the restart answers each on the record (cancelled,
+    by c2), before the turn's interrupted activity, as a graceful stop does, so a client, a
+    push notification or a webhook tracking requests sees them closed."""
+    client = Client(fresh_c2)
+    sid = (await client.new_session(workdir))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/permissions 2 execute")
+        asked = [await stream.until_event("permission_request") for _ in range(2)]
+        last = stream.ids[-1]
+    await client.aclose()
+    fresh_c2.stop(sig=signal.SIGKILL)
+    fresh_c2.start()
+    client = Client(fresh_c2)
+    async with EventReader(client, session=sid, after=last) as stream:
+        await stream.until_event("error")
+    after = [e["event"] for e in stream.events]
+    assert after[-2:] == ["session_activity_changed", "error"], after
+    resolved = [e for e in stream.events if e["event"] == "permission_resolved"]
+    assert sorted(e["request_id"] for e in resolved) == sorted(a["request_id"] for a in asked)
+    assert all(e["option_id"] is None and e["answered_by"] is None for e in resolved)
+    page = (await client.http.get(f"/v1/sessions/{sid}/transcript")).json()
+    assert [e["part"]["kind"] for e in page["entries"]] == ["prompt", "permission", "permission"]
     await client.aclose()
 
 
