@@ -272,6 +272,9 @@ class EventReader:
     def names(self, session: str | None = None) -> list[str]:
         return [e["event"] for e in self.events if session is None or e.get("session") == session]
 
+    def events_of(self, session: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("session") == session]
+
 
 async def poll_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     """Wait until `predicate()` holds; for state outside this process (pids, log files)."""
