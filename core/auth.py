@@ -37,6 +37,7 @@ from c2.core.store.cluster import notify_members
 from c2.core.store.database import Store, UnitOfWork
 from c2.core.store.devices import DeviceRepository
 from c2.core.store.pairing import PairingFailures
+from c2.core.store.webhooks import WebhookRepository
 
 DEFAULT_DEVICE_NAME = "Unnamed device"
 # A positive bearer lookup is reused this long; revocation in this process clears it at once.
@@ -315,6 +316,7 @@ class DeviceAuth:
 
         def delete(uow: UnitOfWork) -> bool:
             existed = DeviceRepository(uow.conn).delete(device_id)
+            WebhookRepository(uow.conn).forget_device_pushes(device_id)
             if existed and clustered:  # every member forgets it too, once this commits
                 notify_members(uow.conn, f"{REVOKED} {device_id}")
             return existed

@@ -47,7 +47,10 @@ from sqlmodel import Field, SQLModel
 from c2.core.notify.payloads import webhook_body
 from c2.core.protocol.events import Event
 from c2.core.session import rfc3339, utcnow
+from c2.core.store.auth_tables import DeviceRow
 from c2.core.store.tables import USER_ROW, PartRow, SessionRow, aware
+
+PUSH_PER_DEVICE = 8  # push subscriptions a device keeps (its newest)
 
 # Consecutive failed attempts (any delivery of the webhook) after which it is disabled.
 DISABLE_AFTER = 10
@@ -555,7 +558,9 @@ class WebhookRepository:
     # -- push subscriptions --------------------------------------------------------------------
 
     def subscribe_push(self, sub: PushSubscription) -> None:
-        """Insert or replace the subscription of this endpoint."""
+        """Insert or replace the subscription of this endpoint; a device keeps its newest
+        `PUSH_PER_DEVICE` (a browser renews its endpoint now and then; a device registering
+        hundreds would only slow every push down)."""
         self._conn.execute(delete(_PUSH).where(_PUSH.c.id == sub.id))
         self._conn.execute(
             insert(_PUSH).values(
@@ -567,6 +572,20 @@ class WebhookRepository:
                 created_at=utcnow(),
             )
         )
+        kept = (
+            select(_PUSH.c.id)
+            .where(_PUSH.c.device_id == sub.device_id)
+            .order_by(_PUSH.c.created_at.desc(), _PUSH.c.id)
+            .limit(PUSH_PER_DEVICE)
+        )
+        ids = [row.id for row in self._conn.execute(kept)]
+        self._conn.execute(
+            delete(_PUSH).where(_PUSH.c.device_id == sub.device_id, _PUSH.c.id.not_in(ids))
+        )
+
+    def forget_device_pushes(self, device_id: str) -> None:
+        """Drop a revoked device's subscriptions: it is told nothing more."""
+        self._conn.execute(delete(_PUSH).where(_PUSH.c.device_id == device_id))
 
     def unsubscribe_push(self, sub_id: str, device_id: str | None = None) -> bool:
         """Delete a push subscription (of `device_id` only, when given); False when none."""
@@ -576,6 +595,9 @@ class WebhookRepository:
         return bool(self._conn.execute(query).rowcount)
 
     def push_subscriptions(self) -> list[PushSubscription]:
-        """Every push subscription, oldest first."""
-        rows = self._conn.execute(select(_PUSH).order_by(_PUSH.c.created_at)).all()
+        """Every push subscription of a device that exists, oldest first (a device revoked
+        before its subscriptions went with it left some behind)."""
+        devices = DeviceRow.__table__  # type: ignore[attr-defined]
+        query = select(_PUSH).where(_PUSH.c.device_id.in_(select(devices.c.id)))
+        rows = self._conn.execute(query.order_by(_PUSH.c.created_at)).all()
         return [PushSubscription(r.id, r.device_id, r.endpoint, r.p256dh, r.auth) for r in rows]

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from tests.e2e.harness import C2Process, Client, EventReader, poll_until
+from tests.e2e.test_scopes import pair
 from tests.notify.pushservice import Browser, FakePushService, check_vapid, unb64url
 from tests.notify.receivers import Received
 
@@ -242,3 +244,30 @@ async def _listed(client: Client) -> list[str]:
     resp = await client.http.get("/v1/push-subscriptions")
     assert resp.status_code == 200, resp.text
     return [s["id"] for s in resp.json()["subscriptions"]]
+
+
+async def test_a_revoked_device_is_pushed_nothing_and_keeps_few_subscriptions(
+    client: Client, shared_server: C2Process, pushes: FakePushService, tmp_path: Path
+):
+    """A device keeps its newest eight subscriptions (hundreds would slow every push); once
+    revoked it is pushed nothing, though a push would still tell session titles and tool
+    calls to a lost phone."""
+    phone = pair(shared_server, "lost phone", "read,approve")
+    headers = {"Authorization": f"Bearer {phone.bearer}"}
+    async with httpx.AsyncClient(base_url=shared_server.base_url, headers=headers) as lost:
+        for n in range(10):
+            body = Browser.new(pushes.endpoint(f"lost{n}")).to_json()
+            assert (await lost.post("/v1/push-subscriptions", json=body)).status_code == 201
+        listed = (await lost.get("/v1/push-subscriptions")).json()["subscriptions"]
+    kept = sorted(s["endpoint"].rsplit("/", 1)[1] for s in listed)
+    assert kept == sorted(f"lost{n}" for n in range(2, 10))
+    assert (await client.http.delete(f"/v1/devices/{phone.device_id}")).status_code == 204
+    await _subscribe(client, Browser.new(pushes.endpoint("mine")))
+    sid = (await client.new_session(tmp_path))["id"]
+    async with EventReader(client, session=sid) as stream:
+        await stream.frame()
+        await client.prompt(sid, "/text one")
+        await stream.until_event("turn_ended")
+    await pushes.wait_for(lambda rs: any(r.path == "/push/mine" for r in rs))
+    await anyio.sleep(0.5)  # a push to the revoked device would have gone out with it
+    assert [r.path for r in pushes.requests if r.path.startswith("/push/lost")] == []
