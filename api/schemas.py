@@ -146,7 +146,7 @@ class RewindBody(_Body):
     """`POST /v1/sessions/{id}/rewind`: exactly one of `to_turn` (0: the baseline) and
     `to_checkpoint`; `force` replaces changes made outside any turn (they stay restorable)."""
 
-    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_turn: int | None = Field(default=None, ge=0, le=2**31, strict=True)  # true is no turn
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
     request_id: RequestId | None = None
@@ -169,7 +169,7 @@ class ForkBody(_Body):
     """`POST /v1/sessions/{id}/fork`: the turn to fork at (omitted: the last finished one; 0:
     the baseline) and whether the child gets its own worktree (omitted: as the parent)."""
 
-    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    at_turn: int | None = Field(default=None, ge=0, le=2**31, strict=True)  # true is no turn
     use_worktree: bool | None = Field(default=None, strict=True)
     request_id: RequestId | None = None
 

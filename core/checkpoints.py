@@ -294,8 +294,14 @@ class CheckpointService:
     async def seed_fork(self, parent: SessionRecord, child: SessionRecord, turn: int) -> None:
         """Give a fork's new checkout the parent's files after `turn`, and the parent's
         checkpoints up to it as its own (same repository, so the same objects)."""
-        if await self._workspace(parent) is None:
-            return  # the parent has no checkpoints: the child starts at the baseline commit
+        if await self._workspace(parent) is None or parent.worktree_discarded:
+            if turn == 0:
+                return  # the baseline commit is the state after turn 0
+            raise NoCheckpointsError(
+                f"the parent's files after turn {turn} were not recorded (its worktree was "
+                "discarded, or its folder is not a git checkout): fork at turn 0 or without "
+                "a worktree"
+            )
         source = _Refs(parent.id)
 
         def seed(ws: Workspace, refs: _Refs) -> None:

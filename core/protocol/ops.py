@@ -156,7 +156,7 @@ class ForkOp(_Op):
 
     op: Literal["fork"] = "fork"
     session: SessionId
-    at_turn: int | None = Field(default=None, ge=0, le=2**31)
+    at_turn: int | None = Field(default=None, ge=0, le=2**31, strict=True)  # true is no turn
     use_worktree: bool | None = Field(default=None, strict=True)
     request_id: RequestId | None = None
 
@@ -199,7 +199,7 @@ class RewindOp(_Op):
 
     op: Literal["rewind"] = "rewind"
     session: SessionId
-    to_turn: int | None = Field(default=None, ge=0, le=2**31)
+    to_turn: int | None = Field(default=None, ge=0, le=2**31, strict=True)  # true is no turn
     to_checkpoint: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     force: bool = Field(default=False, strict=True)
     request_id: RequestId | None = None

@@ -37,6 +37,7 @@ from c2.core.worktrees.repository import (
 )
 
 BRANCH_PREFIX = "c2/"
+REPO_NAME_CHARS = 200  # of a worktree folder's name taken from the repository's
 MIN_PIN_LENGTH = 7
 MAX_LINK_BYTES = 64 * 1024  # a worktree's `.git` file holds one `gitdir:` line
 _CREATE = "couldn't create worktree: "
@@ -104,6 +105,12 @@ def _add_worktree(
             raise WorktreeError(f"{_CREATE}worktree root {root} is inside the repository {inside}")
     if ref_exists(repo, f"refs/heads/{branch}"):
         raise WorktreeError(f"{_CREATE}branch {branch} already exists in {source.common_dir}")
+    folder = BRANCH_PREFIX.rstrip("/")
+    if ref_exists(repo, f"refs/heads/{folder}"):  # git keeps refs as paths: c2 and c2/x clash
+        raise WorktreeError(
+            f"{_CREATE}the repository has a branch named {folder!r}, so git cannot make the "
+            f"session branches {BRANCH_PREFIX}<id>; rename it (git branch -m {folder} <name>)"
+        )
     subdir = source.subdir.as_posix()
     if subdir != "." and _object_type(repo, f"{baseline.sha}:{subdir}") != "tree":
         raise WorktreeError(
@@ -151,7 +158,8 @@ def _describe(
 def _repo_name(source: SourceCheckout) -> str:
     common = source.common_dir
     name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
-    return re.sub(r"[^A-Za-z0-9._-]", "-", name).strip(".-") or "repo"
+    # Cut so the folder name (with "-" and the session id) stays within NAME_MAX (255).
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name)[:REPO_NAME_CHARS].strip(".-") or "repo"
 
 
 def _claim_directory(root: Path, name: str, session: str) -> Path:

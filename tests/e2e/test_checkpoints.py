@@ -257,6 +257,10 @@ async def test_rewind_refusals_and_force(client: Client, tmp_path: Path) -> None
     missing = await rewind(client, sid, 404, to_checkpoint="0" * 40)
     assert missing["code"] == "no_such_checkpoint"
     assert (await rewind(client, sid, 422, to_turn=-1))["code"] == "validation_error"
+    for loose in (True, "0", 1.0):  # a turn number is an integer, never coerced
+        assert (await rewind(client, sid, 422, to_turn=loose))["code"] == "validation_error"
+        fork = await client.http.post(f"/v1/sessions/{sid}/fork", json={"at_turn": loose})
+        assert fork.status_code == 422, fork.text
     # No target, or two: invalid input, through the resource route and /v1/ops alike.
     for body in ({}, {"to_turn": 1, "to_checkpoint": "0" * 40}):
         both = await client.http.post(f"/v1/sessions/{sid}/rewind", json=body)

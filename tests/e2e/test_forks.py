@@ -188,3 +188,22 @@ async def test_a_forks_copied_turns_are_searchable(client: Client, workdir: Path
     assert {h["session"] for h in answered.values()} == {cid}
     assert answer in copied[answered["text"]["transcript_seq"]]["text"]
     assert await hits(later) == []
+
+
+async def test_a_discarded_worktree_cannot_seed_a_later_turn(
+    client: Client, tmp_path: Path
+) -> None:
+    """With its worktree discarded, a session's files after turn 1 are gone: a worktree fork
+    there is 409 no_checkpoints (it would silently hold the baseline); at turn 0 the baseline
+    is the right state, and a fork without a worktree needs no files."""
+    repo = make_repo(tmp_path, with_origin=False)
+    sid = (await worktree_session(client, repo))["id"]
+    await turn(client, sid, "/write work.txt x")
+    assert (await client.http.delete(f"/v1/sessions/{sid}/worktree")).status_code == 200
+    refused = await fork(client, sid, 409, use_worktree=True)
+    assert refused["code"] == "no_checkpoints" and "turn 1" in refused["detail"]
+    assert [p.name for p in repo.worktrees()] == [repo.root.name]  # nothing left behind
+    zero = await fork(client, sid, at_turn=0, use_worktree=True)
+    assert not (Path(zero["worktree_path"]) / "work.txt").exists()
+    plain = await fork(client, sid, use_worktree=False)
+    assert plain["worktree_path"] is None

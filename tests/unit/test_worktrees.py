@@ -174,6 +174,25 @@ def test_create_worktree_checks_out_current_on_a_new_branch(repo: RepoFixture, r
     assert repo.worktrees() == [repo.root, path]
 
 
+def test_a_branch_named_c2_is_named_as_the_obstacle(repo: RepoFixture, root: Path) -> None:
+    """git stores branches as paths: a branch `c2` blocks every `c2/<id>`. The refusal says
+    so and what to do; nothing is left behind."""
+    repo.git("branch", "c2")
+    with pytest.raises(WorktreeError, match=r"branch named 'c2'.*git branch -m c2"):
+        create_worktree(str(repo.cwd), SESSION, CURRENT, repo.head_sha, root)
+    assert repo.worktrees() == [repo.root]
+    assert sorted(repo.branches()) == sorted([repo.branch, "c2"])
+
+
+def test_a_long_project_name_still_gets_a_worktree(tmp_path: Path, root: Path) -> None:
+    """A folder name near the file-name limit (255 bytes) is cut for the worktree's folder,
+    which adds the session id to it."""
+    long = make_repo(tmp_path, name="p" * 250)
+    created = create_worktree(str(long.cwd), SESSION, CURRENT, long.head_sha, root)
+    folder = Path(created.worktree_path).name
+    assert folder == "p" * 200 + "-0123abcd" and len(folder) <= 255
+
+
 def test_create_worktree_origin_default_uses_exact_local_ref_commit(
     repo: RepoFixture, root: Path
 ) -> None:
