@@ -43,7 +43,13 @@ def default_engine(store: Any, _bus: EventBus, settings: Settings) -> Engine:
 
 def preflight(settings: Settings) -> HomeLock:
     """The start-up checks of `c2 serve` (core/home.py); returns the home claim."""
-    return check_home(settings.home, settings.database_url, cluster=settings.cluster)
+    return check_home(
+        settings.home,
+        settings.database_url,
+        cluster=settings.cluster,
+        cluster_secret=settings.cluster_secret or None,
+        lease_seconds=settings.cluster_lease_seconds,
+    )
 
 
 def cluster_config(settings: Settings) -> ClusterConfig | None:

@@ -12,6 +12,8 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from c2.core.auth import PairedDevice, add_pairing_token, create_device
+from c2.core.cluster.joining import JoinRefusedError, check_joining
+from c2.core.cluster.membership import DEFAULT_LEASE_SECONDS
 from c2.core.scopes import Scope
 from c2.core.store.database import Store, UnknownSchemaError, sqlite_url
 from c2.core.store.faults import describe
@@ -62,11 +64,19 @@ def open_home(home: Path, *, create_database: bool) -> HomeLock:
         raise StartupError(f"cannot use home {home}: {exc.strerror or exc}") from None
 
 
-def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLock:
+def preflight(
+    home: Path,
+    database_url: str,
+    *,
+    cluster: bool = False,
+    cluster_secret: str | None = None,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+) -> HomeLock:
     """Everything `c2 serve` must be able to do before it listens, checked with one-line
     errors: the home is writable and not served by another c2, the database opens, is not
-    owned by another c2 (a `cluster` member: not by a plain one) and migrates. Returns the
-    home claim, held for the process's life (the server's own start re-enters it)."""
+    owned by another c2 (a `cluster` member: not by a plain one) and migrates; a member's key
+    and instance id suit the running members (core/cluster/joining.py). Returns the home
+    claim, held for the process's life (the server's own start re-enters it)."""
     if cluster and database_url.startswith("sqlite"):
         raise StartupError(
             "--cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"
@@ -76,7 +86,9 @@ def preflight(home: Path, database_url: str, *, cluster: bool = False) -> HomeLo
     try:
         store.start()
         store.migrate()
-    except OwnershipError as exc:
+        if cluster:
+            check_joining(store, home, cluster_secret, lease_seconds)
+    except (OwnershipError, JoinRefusedError) as exc:
         raise StartupError(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         raise StartupError(f"cannot open the database: {describe(exc)}") from None

@@ -66,6 +66,13 @@ _SECRET_INSERT = text(
     "ON CONFLICT (name) DO NOTHING"
 )
 _SECRET_READ = text("SELECT value FROM cluster_settings WHERE name = :name")
+_SETTING_REPLACE = text(
+    "INSERT INTO cluster_settings (name, value) VALUES (:name, :value) "
+    "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+)
+_HEARTBEAT_OF = text(
+    "SELECT heartbeat_at FROM cluster_instances WHERE id = :id AND lease_expires_at > now()"
+)
 _NOTIFY_CONTROL = text("SELECT pg_notify('c2_ctl_' || md5(current_schema()), :p)")
 # The fence of a member's writes: its own row, with a live lease, locked against the DELETE of
 # a survivor taking it over until this transaction ends (KEY SHARE: heartbeats still pass).
@@ -147,6 +154,20 @@ class ClusterRepository:
     def expired(self) -> list[str]:
         """Members whose lease has expired (their sessions are to be taken over)."""
         return [str(r[0]) for r in self._conn.execute(_EXPIRED).all()]
+
+    def heartbeat_of(self, instance_id: str) -> datetime | None:
+        """When a live member last renewed its lease; None when it has no live lease."""
+        row = self._conn.execute(_HEARTBEAT_OF, {"id": instance_id}).first()
+        return None if row is None else _utc(row[0])
+
+    def setting(self, name: str, default: str) -> str:
+        """A cluster setting, stored as `default` by the first member that asks."""
+        self._conn.execute(_SECRET_INSERT, {"name": name, "value": default})
+        return str(self._conn.execute(_SECRET_READ, {"name": name}).scalar_one())
+
+    def replace_setting(self, name: str, value: str) -> None:
+        """Set a cluster setting, whatever it was."""
+        self._conn.execute(_SETTING_REPLACE, {"name": name, "value": value})
 
     def secret(self) -> str:
         """The cluster's instance-to-instance key, created by the first member that asks."""

@@ -94,3 +94,49 @@ def test_cluster_refuses_sqlite_in_one_line(tmp_path: Path) -> None:
     assert refused.stderr.strip() == (
         "c2: --cluster needs PostgreSQL: set C2_DATABASE_URL to a postgresql+psycopg:// URL"
     )
+
+
+def _member_env(url: str, **extra: str) -> dict[str, str]:
+    return {
+        "C2_DATABASE_URL": url,
+        "C2_CLUSTER": "1",
+        "C2_CLUSTER_LEASE_SECONDS": str(LEASE_SECONDS),
+        **extra,
+    }
+
+
+def test_a_member_with_another_key_is_refused_in_one_line(tmp_path: Path, cluster_url: str) -> None:
+    """Its relayed requests would all answer 401 while it looked healthy: it does not join
+    while members with another key run; once none runs, the key may change (a rotation)."""
+    first = member(tmp_path / "a", cluster_url)
+    first.start()
+    try:
+        refused = serve_once(tmp_path / "b", _member_env(cluster_url, C2_CLUSTER_SECRET="other"))
+        assert refused.returncode == 1, refused.stderr
+        assert "C2_CLUSTER_SECRET differs from the key the running members use" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    finally:
+        first.stop()
+    rotated = member(tmp_path / "b", cluster_url, C2_CLUSTER_SECRET="other")
+    rotated.start()  # no member runs: it starts with the new key
+    rotated.stop()
+
+
+def test_a_copied_home_is_refused_while_its_original_runs(tmp_path: Path, cluster_url: str) -> None:
+    """A home copied from a live member carries its instance id: the copy would run that
+    member's sessions and end its agents. Refused, naming the file to delete; the member's
+    own restart after a crash (its lease still live, no longer renewed) is not."""
+    original = member(tmp_path / "a", cluster_url)
+    original.start()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "instance-id").write_text((tmp_path / "a" / "instance-id").read_text())
+    try:
+        refused = serve_once(copy, _member_env(cluster_url))
+        assert refused.returncode == 1, refused.stderr
+        assert "another running c2 member has this home's instance id" in refused.stderr
+        assert str(copy / "instance-id") in refused.stderr
+    finally:
+        original.stop(signal.SIGKILL)
+    original.start()  # its lease is still live, but nobody renews it
+    original.stop()
