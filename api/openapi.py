@@ -5,8 +5,9 @@ are derived from api/openapi_problems.py (which codes each operation answers), h
 outcomes from api/openapi_responses.py; nothing about errors is declared route by route.
 
 Over 300 lines: the problem schema's members and the passes FastAPI's document needs
-(discriminators required, always-present fields required, sorting), in the order `document`
-runs them; the problem table and the headers are modules of their own already.
+(discriminators required, always-present fields required, optional bodies without a null
+branch, sorting), in the order `document` runs them; the problem table and the headers are
+modules of their own already.
 """
 
 from __future__ import annotations
@@ -261,6 +262,23 @@ def _require_always_present(doc: dict[str, Any], written: set[str]) -> None:
             schema["required"] = [*schema.get("required", []), *missing]
 
 
+def _optional_bodies(doc: dict[str, Any]) -> None:
+    """An optional body's schema is its model, not FastAPI's `anyOf [model, null]` (from
+    `body: Model | None = None`): `required: false` already lets a client leave it out, and
+    openapi-python-client sends its UNSET default as the JSON value of a nullable body, which
+    fails. The server still takes no body, an empty one, `null` or the object."""
+    for item in doc["paths"].values():
+        for operation in item.values():
+            body = operation.get("requestBody", {})
+            if body.get("required", False):
+                continue
+            for media in body.get("content", {}).values():
+                members = media.get("schema", {}).get("anyOf", [])
+                kept = [member for member in members if member != {"type": "null"}]
+                if len(kept) == 1 < len(members):
+                    media["schema"] = kept[0]
+
+
 def _sorted(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sorted(value[k]) for k in sorted(value)}
@@ -282,6 +300,7 @@ def document(app: FastAPI) -> dict[str, Any]:
     schemas.update(problems)
     _require_discriminators(schemas)
     _require_always_present(doc, set(problems))
+    _optional_bodies(doc)
     op_ids = {  # the op routes, by the router tag FastAPI copied onto them
         op["operationId"]
         for item in doc["paths"].values()
@@ -290,7 +309,7 @@ def document(app: FastAPI) -> dict[str, Any]:
     }
     openapi_responses.op_outcomes(doc, OP_TAG)
     openapi_problems.apply(doc, op_ids, FRAME_MEMBERS)
-    openapi_responses.headers(doc)
+    openapi_responses.headers(doc, op_ids)
     for path, item in doc["paths"].items():
         for operation in item.values():
             operation["tags"] = [resource_tag(path)]

@@ -3,14 +3,17 @@
 `OWN_PROBLEMS` lists, per operationId, the errors the operation's own work raises (its core
 call), written as their stable codes; the classes, and so the statuses, are api/errors.py's
 (`problem_class`), so no error list is spelled twice. What the request's path through the
-app adds is derived from the operation's shape: the Host allowlist, the body limit and the
-500 catch-all answer every request; the request guard's credential and scope checks answer
-every `/v1` route but pairing; a route with parameters or a body answers validation errors,
-one with a body the media-type check; an op route answers what the dispatcher adds
-(shutdown, a reused `request_id`); `submitOp` answers what any op route does. Each status an
-operation answers then gets its own schema, `<OperationId>Problem<status>`, whose `code`
-enumerates exactly those codes (statuses only the shared checks answer stay in the open
-`default` Problem).
+app adds is derived from the operation's shape: the Host allowlist answers every request
+(400 `invalid_host`, 421 `host_not_allowed`), the body limit every operation taking a body
+(413 `payload_too_large`); the request guard's credential and scope checks answer every
+`/v1` route but pairing; a route with parameters or a body answers validation errors, one
+with a body the media-type check; an op route answers what the dispatcher adds (shutdown, a
+reused `request_id`); `submitOp` answers what any op route does. Each status an operation
+answers then gets its own schema, `<OperationId>Problem<status>`, whose `code` enumerates
+exactly those codes. The 500 catch-all (and the body limit, should a request without a
+declared body send one) joins a status the operation answers anyway but declares none by
+itself: it stays in the open `default` Problem. `replayable_statuses` names the 4xx statuses
+whose answer may be a kept reply replayed (core/idempotent.py keeps 2xx and 4xx outcomes).
 """
 
 from __future__ import annotations
@@ -149,9 +152,13 @@ OWN_PROBLEMS: dict[str, tuple[ProblemClass, ...]] = {
 # Routes that answer their own errors in a protocol frame shape (api/errors.py `framed`).
 FRAMED = {"listSessions": "sessions_error", "getTranscript": "transcript_error"}
 
-# Every request: the Host allowlist, the body limit, the catch-all. They join the codes of a
-# status the operation answers anyway, but declare no status by themselves.
-_EVERY_REQUEST = _classes("invalid_host", "host_not_allowed", "payload_too_large", "internal_error")
+# Every request: the Host allowlist (api/hosts.py), declared on every operation; the body
+# limit (api/guard.py), declared on every operation taking a body.
+_HOST_CHECKS = _classes("invalid_host", "host_not_allowed")
+_TOO_LARGE = problem_class("payload_too_large")
+# The body limit and the catch-all join the codes of a status the operation answers anyway,
+# but declare no status by themselves (the limit does on an operation with a body).
+_EVERY_REQUEST = (*_HOST_CHECKS, _TOO_LARGE, problem_class("internal_error"))
 # The request guard of /v1 (api/guard.py): credentials (a store failure while checking them is
 # a 503), the failure limiter, the route's scope.
 _GUARDED = _classes("unauthorized", "rate_limited", "store_unavailable", "insufficient_scope")
@@ -185,6 +192,9 @@ def operation_problems(
         own += _DISPATCHED
     if operation.get(RELAYED):
         own += _classes("owner_unreachable", "owner_unavailable")
+    own += _HOST_CHECKS
+    if "requestBody" in operation:
+        own.append(_TOO_LARGE)
     by_status: dict[str, list[ProblemClass]] = {}
     for cls in own:
         listed = by_status.setdefault(str(status_of(cls)), [])
@@ -195,6 +205,21 @@ def operation_problems(
         if listed and cls not in listed:
             listed.append(cls)
     return by_status
+
+
+def replayable_statuses(op_id: str, op_ids: Iterable[str]) -> set[str]:
+    """The 4xx statuses at which the operation, asked again with a used `request_id`, may
+    answer a kept reply (`Idempotent-Replayed: true`): those of its own work's refusals, which
+    an idempotency record keeps as it keeps a success. The request's checks (credentials,
+    validation, media type, Host, size) answer before anything is kept, and a reused
+    `request_id` is refused afresh each time."""
+    ops = [op_id, *sorted(op_ids)] if op_id == SUBMIT_OP else [op_id]
+    return {
+        str(status_of(cls))
+        for op in ops
+        for cls in OWN_PROBLEMS[op]
+        if 400 <= status_of(cls) < 500 and cls.code != "request_id_reused"
+    }
 
 
 # Problem members only some codes carry (core/errors.py details, api/error_handlers.py).

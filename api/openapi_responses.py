@@ -7,7 +7,10 @@ without listing them here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from c2.api.openapi_problems import replayable_statuses
 
 _REF = "#/components/schemas/"
 _SUCCESS = ("200", "201", "202")
@@ -88,20 +91,23 @@ def op_outcomes(doc: dict[str, Any], op_tag: str) -> None:
     _op_outcomes(doc, op_paths)
 
 
-def headers(doc: dict[str, Any]) -> None:
-    """Declare on each response the headers it may carry."""
+def headers(doc: dict[str, Any], op_ids: Iterable[str]) -> None:
+    """Declare on each response the headers it may carry; `op_ids` are the operationIds of
+    the op routes. A correlated operation's successes and the 4xx refusals its retry may
+    replay carry `Idempotent-Replayed`."""
     schemas = doc["components"]["schemas"]
     doc["components"]["headers"] = HEADERS
     for item in doc["paths"].values():
         for operation in item.values():
             correlated = _correlated(operation, schemas)
+            replayable = {*_SUCCESS, *replayable_statuses(operation["operationId"], op_ids)}
             for status, response in operation["responses"].items():
                 declared = response.setdefault("headers", {})
                 if status in ("429", "503"):
                     declared["Retry-After"] = _header("RetryAfter")
                 if correlated and status != "default":
                     declared["Request-Id"] = _header("RequestId")
-                    if status in _SUCCESS:
+                    if status in replayable:
                         declared["Idempotent-Replayed"] = _header("IdempotentReplayed")
                 if status == "201":
                     declared["Location"] = _header("Location")

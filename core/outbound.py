@@ -14,6 +14,7 @@ modules that catch its errors import it where they do, once they hold a client.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ def _build(
 ) -> httpx.AsyncClient:
     import httpx  # the first client's import, on this worker thread (the docstring above)
 
+    # httpx logs every request's full URL at INFO: a webhook's URL is often its secret, and a
+    # push endpoint identifies a browser. c2 logs its own outcomes (the URL's origin only).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, **phases),
         limits=httpx.Limits(max_connections=max_connections),

@@ -7,6 +7,7 @@ a notification says no more than that device could read anyway.
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
@@ -72,9 +73,13 @@ async def get_vapid_public_key(services: ServicesDep) -> Any:
 async def create_push_subscription(
     body: PushSubscriptionIn, device: DeviceDep, services: ServicesDep
 ) -> Any:
-    """Subscribe this device's browser (idempotent: the same endpoint replaces its keys)."""
+    """Subscribe this device's browser (idempotent: the same endpoint replaces its keys); the
+    201's `Location` is the subscription's own URL (the one its DELETE takes)."""
     created = await services.push.subscribe(device.id, body.model_dump())
-    return JSONResponse({"kind": "push_subscription", **created}, status_code=201)
+    location = f"/v1/push-subscriptions/{quote(created['id'], safe='')}"
+    return JSONResponse(
+        {"kind": "push_subscription", **created}, status_code=201, headers={"Location": location}
+    )
 
 
 class PushSubscriptionList(BaseModel):

@@ -1,20 +1,37 @@
 """Webhooks (issue 15, part 3): `/v1/webhooks` and a webhook's delivery log.
 
 Every route needs the `admin` scope. The secret is write-only: no answer echoes it. The
-signing scheme receivers verify is documented in README.md ("Webhooks").
+signing scheme receivers verify is documented in README.md ("Webhooks"). A create carrying
+`request_id` is answered as an op is (api/dispatch.py): its 2xx or 4xx reply is kept and
+replayed (`Idempotent-Replayed: true`), every answer echoes the id (`Request-Id`, and
+`request_id` in a problem).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from c2.api.authn import DeviceDep, ServicesDep, current_device
+from c2.api.dispatch import REPLAYED_HEADER
+from c2.api.errors import (
+    PROBLEM_MEDIA_TYPE,
+    header_text,
+    json_bytes,
+    problem_body,
+    problem_response,
+    status_of,
+)
 from c2.api.openapi import Responses
 from c2.api.scopes import needs
+from c2.core.errors import DomainError
+from c2.core.idempotent import Reply
+from c2.core.protocol.values import RequestId
 from c2.core.scopes import Scope
 
 router = APIRouter(prefix="/v1", tags=["webhooks"], dependencies=[Depends(current_device)])
@@ -30,7 +47,7 @@ class WebhookCreate(BaseModel):
     events: list[EventName] = Field(min_length=1, max_length=32)
     secret: str = Field(min_length=1, max_length=512)
     include_content: bool = False
-    request_id: str | None = Field(default=None, min_length=1, max_length=128)
+    request_id: RequestId | None = None
 
 
 class WebhookPatch(BaseModel):
@@ -85,20 +102,37 @@ def _model(model: type[Any], status: int = 200) -> Responses:
 )
 async def create_webhook(body: WebhookCreate, device: DeviceDep, services: ServicesDep) -> Any:
     """Register a webhook (201). A retry with the same `request_id` answers the first one."""
-    created, replayed = await services.webhooks.create(
-        url=body.url,
-        secret=body.secret,
-        events=list(body.events),
-        include_content=body.include_content,
-        device_id=device.id,
-        request_id=body.request_id,
-    )
-    headers = {"Location": f"/v1/webhooks/{created['id']}"}
-    if body.request_id is not None:
-        headers["Request-Id"] = body.request_id
-        if replayed:
-            headers["Idempotent-Replayed"] = "true"
-    return JSONResponse(created, status_code=201, headers=headers)
+    request_id = body.request_id
+
+    def refusal(err: DomainError) -> Reply:
+        problem = problem_body(err, request_id=request_id)
+        return Reply(status_of(err), json_bytes(problem).decode("ascii"))
+
+    try:
+        reply, replayed = await services.webhooks.create(
+            url=body.url,
+            secret=body.secret,
+            events=list(body.events),
+            include_content=body.include_content,
+            device_id=device.id,
+            request_id=request_id,
+            refusal=refusal,
+        )
+    except DomainError as err:  # not kept (a reused request_id, the store): still correlated
+        if request_id is None:
+            raise
+        problem = problem_body(err, request_id=request_id)
+        return problem_response(err, body=problem, headers={"Request-Id": header_text(request_id)})
+    headers = {"Request-Id": header_text(request_id)} if request_id is not None else {}
+    if replayed:
+        headers[REPLAYED_HEADER] = "true"
+    if reply.status == 201:
+        created = json.loads(reply.body)["id"]
+        headers["Location"] = f"/v1/webhooks/{quote(created, safe='')}"
+        media = "application/json"
+    else:
+        media = PROBLEM_MEDIA_TYPE
+    return Response(reply.body.encode("utf-8"), reply.status, headers, media)
 
 
 @router.get(

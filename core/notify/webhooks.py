@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from c2.core.errors import (
+    DomainError,
     InvalidWebhookUrlError,
     RequestIdReusedError,
     UnknownEventError,
@@ -52,6 +53,7 @@ from c2.core.protocol.events import WebhookDisabled
 from c2.core.session import utcnow
 from c2.core.store.database import ReadUnit, Store, UnitOfWork
 from c2.core.store.events import CommittedEvent
+from c2.core.store.idempotency import Reply
 from c2.core.store.webhooks import DueDelivery, WebhookRepository
 
 if TYPE_CHECKING:
@@ -91,6 +93,21 @@ def check_url(url: str) -> str:
     if not parts.hostname:
         raise InvalidWebhookUrlError("the URL has no host")
     return url
+
+
+def shown_url(url: str) -> str:
+    """A webhook URL as events and logs show it: scheme, host and port only. Its path, query
+    and user info are often the secret itself (chat services' incoming-webhook URLs), and
+    webhooks are an admin's business, while events reach every device."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    hidden = "/…" if (parts.path not in ("", "/") or parts.query or parts.username) else ""
+    return f"{parts.scheme}://{host}{port}{hidden}"
 
 
 def check_events(events: list[str]) -> list[str]:
@@ -138,15 +155,27 @@ class WebhookService:
         include_content: bool,
         device_id: str,
         request_id: str | None = None,
-    ) -> tuple[dict[str, Any], bool]:
-        """The new webhook's wire form and whether it is a replay of `request_id`."""
-        check_url(url)
-        names = check_events(events)
+        refusal: Callable[[DomainError], Reply] | None = None,
+    ) -> tuple[Reply, bool]:
+        """The reply to creating a webhook (201, its wire form as JSON) and whether it is a
+        replay of `request_id`. With a `request_id` the reply is kept as an op's is
+        (core/idempotent.py): 2xx and 4xx outcomes, so a refused URL or event list, rendered
+        by `refusal`, is the reply a retry gets too; another body under the same key is
+        RequestIdReusedError. Without a `request_id` (or `refusal`) a refusal is raised."""
+        names = list(dict.fromkeys(events))
         fingerprint = hashlib.sha256(
             json.dumps([url, secret, names, include_content]).encode("utf-8")
         ).hexdigest()
+        refused: DomainError | None = None
+        try:
+            check_url(url)
+            check_events(events)
+        except DomainError as err:
+            if request_id is None or refusal is None:
+                raise
+            refused = err
 
-        def write(uow: UnitOfWork) -> tuple[dict[str, Any], bool]:
+        def write(uow: UnitOfWork) -> tuple[Reply, bool]:
             if request_id is not None:
                 record = uow.idempotency.get(device_id, request_id)
                 if record is not None:
@@ -154,19 +183,21 @@ class WebhookService:
                         raise RequestIdReusedError(
                             f"request_id {request_id!r} was already used with a different body"
                         )
-                    stored: dict[str, Any] = json.loads(record.body_json)
-                    return stored, True
-            hook = WebhookRepository(uow.conn).create(
-                url=url,
-                secret=secret,
-                events=names,
-                include_content=include_content,
-                created_by=device_id,
-            )
-            body = hook.wire()
+                    return Reply(record.status, record.body_json), True
+            if refused is not None and refusal is not None:
+                reply = refusal(refused)
+            else:
+                hook = WebhookRepository(uow.conn).create(
+                    url=url,
+                    secret=secret,
+                    events=names,
+                    include_content=include_content,
+                    created_by=device_id,
+                )
+                reply = Reply(201, json.dumps(hook.wire(), separators=(",", ":")))
             if request_id is not None:
-                uow.idempotency.put(device_id, request_id, fingerprint, 201, json.dumps(body))
-            return body, False
+                uow.idempotency.put(device_id, request_id, fingerprint, reply.status, reply.body)
+            return reply, False
 
         return await self._store.write(write)
 
@@ -248,6 +279,7 @@ class WebhookDispatcher:
         # predate their recorded outcome, so they must not be started again from it.
         self._finished_during_read: set[str] | None = None
         self._client: httpx.AsyncClient | None = None  # opened for the first due delivery
+        self._read_failures = 0  # reads of the outbox failed in a row (the database is away)
 
     def notice(self, events: list[CommittedEvent]) -> None:
         """The store's publish hook (on the loop, after a commit): wake up when the batch
@@ -276,11 +308,7 @@ class WebhookDispatcher:
         try:
             while True:
                 self._wake.clear()
-                try:
-                    wait = await self._start_due()
-                except Exception as exc:
-                    log.warning("could not read pending webhook deliveries: %s", exc)
-                    wait = STORE_ERROR_PAUSE
+                wait = await self._next_wait()
                 if wait > 0:
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(wait):
@@ -293,6 +321,22 @@ class WebhookDispatcher:
             client, self._client = self._client, None
             if client is not None:
                 await client.aclose()
+
+    async def _next_wait(self) -> float:
+        """Start what is due; seconds until it is time to look again. A database that cannot
+        be read is said once, then retried ever less often (up to IDLE_WAIT), not every
+        second for as long as it is away."""
+        try:
+            wait = await self._start_due()
+        except Exception as exc:
+            self._read_failures += 1
+            if self._read_failures == 1:
+                log.warning("could not read pending webhook deliveries: %s", exc)
+            return float(min(STORE_ERROR_PAUSE * 2 ** min(self._read_failures - 1, 16), IDLE_WAIT))
+        if self._read_failures:
+            log.info("pending webhook deliveries read again after %d tries", self._read_failures)
+            self._read_failures = 0
+        return wait
 
     async def _start_due(self) -> float:
         """Start every due delivery a free slot can take; seconds until the next is due."""
@@ -341,7 +385,9 @@ class WebhookDispatcher:
                 async with asyncio.timeout(ATTEMPT_SECONDS):  # well inside the claim
                     status = await self._post(client, delivery)
             except TimeoutError:
-                log.info("webhook delivery %s to %s timed out", delivery.id, delivery.url)
+                log.info(
+                    "webhook delivery %s to %s timed out", delivery.id, shown_url(delivery.url)
+                )
                 status = None
             if status is not None and 200 <= status < 300:
                 await self._store.write(
@@ -378,7 +424,9 @@ class WebhookDispatcher:
             async with client.stream("POST", delivery.url, content=body, headers=headers) as resp:
                 return resp.status_code
         except httpx.HTTPError as exc:
-            log.info("webhook delivery %s to %s failed: %s", delivery.id, delivery.url, exc)
+            log.info(
+                "webhook delivery %s to %s failed: %s", delivery.id, shown_url(delivery.url), exc
+            )
             return None
 
     def _failure(self, delivery: DueDelivery, status: int | None) -> Callable[[UnitOfWork], None]:
@@ -397,7 +445,7 @@ class WebhookDispatcher:
                 uow.emit(
                     WebhookDisabled(
                         webhook=disabled.webhook_id,
-                        url=disabled.url,
+                        url=shown_url(disabled.url),
                         failures=disabled.failures,
                         last_status=disabled.last_status,
                     )

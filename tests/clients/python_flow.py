@@ -2,9 +2,10 @@
 
 Run by tests/clients/test_generated_clients.py as `python python_flow.py BASE_URL PAIR_URL`
 with the generated package importable; prints one JSON summary line. Pairs, creates a demo
-session, prompts, reads typed frames until `turn_ended`, pages the transcript, and gets typed
-problems for a 404 and a 409. The stream is read with httpx (the generated client cannot
-stream) and each `data:` is parsed with the generated frame models.
+session, prompts, reads typed frames until `turn_ended`, pages the transcript, gets typed
+problems for a 404 and a 409, and calls the ops whose body is optional (`cancel`,
+`resume_queue`, `remove_queued`) without one. The stream is read with httpx (the generated
+client cannot stream) and each `data:` is parsed with the generated frame models.
 """
 
 from __future__ import annotations
@@ -19,14 +20,18 @@ from c2_client import AuthenticatedClient, Client
 from c2_client.api.devices import pair
 from c2_client.api.sessions import (
     answer_permission,
+    cancel,
     create_session,
     get_session,
     get_transcript,
     prompt,
+    remove_queued,
+    resume_queue,
 )
 from c2_client.models import (
     AnswerBody,
     AnswerPermissionProblem409,
+    CancelResult,
     CustomProvider,
     EventFrame,
     GetSessionProblem404,
@@ -35,6 +40,8 @@ from c2_client.models import (
     PairResponse,
     PromptAccepted,
     PromptBody,
+    QueueView,
+    RemoveQueuedProblem404,
     ResyncFrame,
     SessionsErrorFrame,
     SessionsFrame,
@@ -62,6 +69,22 @@ def frames(base_url: str, bearer: str, session: str) -> Any:
             if line.startswith("data:"):
                 data = json.loads(line[5:])
                 yield FRAMES[data["kind"]].from_dict(data)
+
+
+def bodiless(api: AuthenticatedClient, session: str) -> list[list[Any]]:
+    """The ops whose body is optional, called without one (an idle session): a cancel that
+    stopped nothing, a resume, the removal of an item that is not queued."""
+    stopped = cancel.sync(session, client=api)
+    assert isinstance(stopped, CancelResult), stopped
+    resumed = resume_queue.sync(session, client=api)
+    assert isinstance(resumed, QueueView), resumed
+    missing = remove_queued.sync(session, "not-queued", client=api)
+    assert isinstance(missing, RemoveQueuedProblem404), missing
+    return [
+        ["cancel", stopped.cancelled],
+        ["resume_queue", resumed.paused],
+        ["remove_queued", missing.code],
+    ]
 
 
 def main(base_url: str, pair_url: str) -> dict[str, Any]:
@@ -96,6 +119,7 @@ def main(base_url: str, pair_url: str) -> dict[str, Any]:
     )
     assert isinstance(conflict, AnswerPermissionProblem409), conflict
     return {
+        "bodiless": bodiless(api, session.id),
         "events": kinds,
         "stop_reason": str(frame.event.stop_reason),
         "transcript_roles": [str(e.role) for e in page.entries],

@@ -147,3 +147,9 @@ def test_generated_python_client_runs_the_flow(c2: C2Process, tmp_path: Path):
     summary = _summary(flow)
     _assert_flow(summary)
     assert summary["stop_reason"] == "end_turn"
+    # The optional bodies left out (UNSET): each call answered, none failed to send.
+    assert summary["bodiless"] == [
+        ["cancel", False],
+        ["resume_queue", False],
+        ["remove_queued", "no_such_queue_item"],
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -300,3 +301,43 @@ async def test_a_cancel_that_meets_a_wake_ends_the_run(store: Store):
     async with asyncio.timeout(10):
         await asyncio.gather(run, return_exceptions=True)
     assert run.cancelled()
+
+
+class Unreadable(Passes):
+    """A dispatcher whose reads of the outbox fail while `down` (the database is away)."""
+
+    down = True
+
+    async def _start_due(self) -> float:
+        if self.down:
+            self.passes += 1
+            raise OSError("connection refused")
+        return await super()._start_due()
+
+
+async def test_a_database_away_is_said_once_and_retried_ever_less_often(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    """While the outbox cannot be read the dispatcher warns once and waits twice as long
+    after each failed try (not once a second for as long as it lasts); once the database
+    answers, it says so and goes on."""
+    from c2.core.notify import webhooks
+
+    monkeypatch.setattr(webhooks, "STORE_ERROR_PAUSE", 0.05)
+    caplog.set_level(logging.INFO, logger=webhooks.__name__)
+    dispatcher = Unreadable(store)
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(1.0)  # 0.05 + 0.1 + 0.2 + 0.4 = 0.75: four or five tries
+        assert 3 <= dispatcher.passes <= 6, dispatcher.passes
+        dispatcher.down = False
+        dispatcher.wake()
+        await dispatcher.passed(dispatcher.passes + 1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    said = [r.getMessage() for r in caplog.records if r.name == webhooks.__name__]
+    assert [m for m in said if "could not read" in m] == [
+        "could not read pending webhook deliveries: connection refused"
+    ]
+    assert any("read again after" in m for m in said)
