@@ -89,9 +89,11 @@ class AgentFeed:
         store: Store,
         usage: UsageLedger | None = None,
         on_park: Callable[[LiveSession, LiveTurn], None] | None = None,
+        on_mode: Callable[[LiveSession], None] | None = None,
     ) -> None:
         self._live = live
         self._on_park = on_park  # told of every parked permission (the follow-up queue)
+        self._on_mode = on_mode  # told when the agent switched its own mode (the policy)
         self._store = store
         self._usage = usage  # the usage ledger (core/usage.py); None: usage is not recorded
         self._in_flight: deque[asyncio.Future[None]] = deque()
@@ -246,6 +248,8 @@ class AgentFeed:
         modes = modes.model_copy(update={"current": update.mode_id})
         self._live.record = self._live.record.evolve(modes=modes)
         record = self._live.record
+        if self._on_mode is not None:
+            self._on_mode(self._live)
 
         def write(uow: UnitOfWork) -> None:
             uow.sessions.update(record, ("modes",))

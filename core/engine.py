@@ -125,7 +125,13 @@ class Engine:
         self.live = LiveAgents(
             store,
             self.providers,
-            feed=lambda live: AgentFeed(live, store, self.usage, on_park=self.queue.parked),
+            feed=lambda live: AgentFeed(
+                live,
+                store,
+                self.usage,
+                on_park=self.queue.parked,
+                on_mode=self.options.mode_switched,
+            ),
             agent_factory=agent_factory,
             max_live_agents=max_live_agents,
         )
@@ -202,6 +208,7 @@ class Engine:
         """End turns (terminal error, never turn_ended), then close every agent."""
         await self.turns.shutdown()
         await self.queue.close()
+        await self.options.close()
         await self.live.shutdown()
 
     async def submit(self, op: Op, actor: AnsweredBy | None = None) -> Outcome:  # noqa: C901

@@ -1,8 +1,9 @@
 """Per-session settings ops: the atomic two-axis execution policy, the model, the ACP session
 mode and agent config options (docs/protocol.md §2.3, §8.4). Each is validated, applied live,
 persisted, then broadcast. The policy and the agent's mode are kept consistent both ways: a
-mode in which the agent acts unasked beyond the policy is refused, and a stricter policy moves
-the agent off one (core/permissions.py, `mode_exceeds`).
+mode in which the agent acts unasked beyond the policy is refused, a stricter policy moves the
+agent off one, and so does c2 when the agent switches itself into one (core/permissions.py,
+`mode_exceeds`).
 
 Over 300 lines: the four settings share their load, their switch through the running agent
 and their persisting step, and the policy now drives the mode; split, each part would reach
@@ -40,13 +41,14 @@ from c2.core.outcomes import (
     PolicyResult,
 )
 from c2.core.permissions import is_stricter, mode_exceeds
-from c2.core.protocol.events import ExecutionPolicyChanged
+from c2.core.protocol.events import ErrorEvent, ExecutionPolicyChanged
 from c2.core.protocol.ops import SetConfigOptionOp, SetModelOp, SetModeOp
 from c2.core.protocol.state import ModeChoice, ModelChoice
 from c2.core.protocol.values import ExecutionPolicy, PermissionMode, SandboxPolicy
 from c2.core.reporter import Reporter
 from c2.core.session import SessionRecord
 from c2.core.store.database import Store, UnitOfWork
+from c2.core.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,34 @@ class SessionOptions:
         self._live = live
         self._store = store
         self._reporter = reporter
+        self._tasks = Supervisor("session options")
+
+    async def close(self) -> None:
+        """Stop the mode corrections still under way (server shutdown)."""
+        await self._tasks.close()
+
+    def mode_switched(self, live: LiveSession) -> None:
+        """The agent switched its own mode (core/agent_feed.py). One in which it would act
+        unasked beyond the policy (Claude Code leaving plan mode into acceptEdits) is
+        switched back, and the change said: the policy decides, not the agent."""
+        modes = live.record.modes
+        if modes is not None and mode_exceeds(modes.current, live.record.policy):
+            self._tasks.spawn(self._veto(live, modes.current), name=f"mode-veto-{live.id}")
+
+    async def _veto(self, live: LiveSession, chosen: str) -> None:
+        async with live.lock:
+            if live.deleted or live.record.modes is None:
+                return
+            policy = live.record.policy
+            if live.record.modes.current != chosen or not mode_exceeds(chosen, policy):
+                return  # switched again meanwhile, or the policy allows it now
+            await self._keep_mode_within(live, policy)
+        kept = live.record.modes.current if live.record.modes else None
+        message = (
+            f"the agent switched itself to mode {chosen}, in which it would act without asking "
+            f"beyond the session's policy ({policy.mode}); c2 switched it to {kept}"
+        )
+        await self._reporter.emit(ErrorEvent(session=live.id, message=message, terminal=False))
 
     async def _load(self, session_id: str, request_id: str | None, doing: str) -> LiveSession:
         """The loaded session; a missing one is refused (and broadcast) as "couldn't `doing`:

@@ -134,20 +134,20 @@ async def test_set_mode_applies_before_and_after_a_prompt(
         assert resp.status_code == 200, resp.text
         assert resp.json() == {"session": sid, "current": "plan"}
         assert (await stream.until_event("modes"))["current"] == "plan"
-        await api.prompt(sid, "/mode acceptEdits")
-        assert (await stream.until_event("modes"))["current"] == "acceptEdits"
+        await api.prompt(sid, "/mode default")
+        assert (await stream.until_event("modes"))["current"] == "default"
         await stream.until_event("turn_ended")
         resp = await api.http.post(
-            "/v1/ops", json={"op": "set_mode", "session": sid, "mode_id": "default"}
+            "/v1/ops", json={"op": "set_mode", "session": sid, "mode_id": "plan"}
         )
         assert resp.status_code == 200, resp.text
-        assert (await stream.until_event("modes"))["current"] == "default"
+        assert (await stream.until_event("modes"))["current"] == "plan"
         resp = await api.http.put(f"/v1/sessions/{sid}/mode", json={"mode_id": "yolo"})
         assert resp.status_code == 422 and resp.json()["code"] == "unknown_mode"
     acp_sid = (await api.snapshot(sid))["modes"]
-    assert acp_sid["current"] == "default"
+    assert acp_sid["current"] == "plan"
     sets = [e["params"]["modeId"] for e in requests_of(server, "session/set_mode")]
-    assert sets[-2:] == ["plan", "default"]
+    assert sets[-2:] == ["plan", "plan"]
 
 
 async def test_a_mode_in_which_the_agent_acts_unasked_must_fit_the_policy(
@@ -184,6 +184,35 @@ async def test_a_mode_in_which_the_agent_acts_unasked_must_fit_the_policy(
     assert (await api.snapshot(sid))["modes"]["current"] == "default"
     sets = [e["params"]["modeId"] for e in requests_of(server, "session/set_mode")]
     assert sets[-1] == "default"  # the agent itself was switched
+
+
+async def test_an_agent_switching_itself_beyond_the_policy_is_switched_back(
+    api: Client, server: C2Process, workdir: Path
+) -> None:
+    """Claude Code may leave plan mode into acceptEdits on its own: under `ask` c2 switches it
+    back to its first mode within the policy and says so; a policy that allows the mode
+    leaves the agent's choice alone."""
+    sid = (await api.new_session(workdir, provider={"custom": "modes"}))["id"]
+    async with EventReader(api, session=sid) as stream:
+        await stream.frame()
+        await api.prompt(sid, "/mode bypassPermissions")
+        assert (await stream.until_event("modes"))["current"] == "bypassPermissions"
+        assert (await stream.until_event("modes"))["current"] == "default"
+        said = await stream.until_event("error")
+        await stream.until_event("turn_ended")
+    assert said["terminal"] is False and "switched it to default" in said["message"]
+    assert (await api.snapshot(sid))["modes"]["current"] == "default"
+    assert [e["params"]["modeId"] for e in requests_of(server, "session/set_mode")][-1] == "default"
+
+    body = {"mode": "yolo", "sandbox": "danger_full_access"}
+    assert (
+        await api.http.put(f"/v1/sessions/{sid}/execution-policy", json=body)
+    ).status_code == 200
+    async with EventReader(api, session=sid) as stream:
+        await stream.frame()
+        await api.prompt(sid, "/mode bypassPermissions")
+        await stream.until_event("turn_ended")
+    assert (await api.snapshot(sid))["modes"]["current"] == "bypassPermissions"
 
 
 async def test_set_model_unknown_id_is_422(api: Client, workdir: Path) -> None:
