@@ -2,12 +2,14 @@
 
 A pure ASGI middleware inside the Host allowlist and CORS. For `/v1/*` (except `POST /v1/pair`)
 it verifies the bearer before a single body byte is read, so an unauthenticated client can
-neither make the server buffer a body nor parse one. Then it checks the device's scopes
-against the route's declared scope (api/scopes.py): a 403 before any validation or lookup;
-for `POST /v1/ops` the op's tag in the buffered body names the scope. It spends every stream
-ticket a request presents (even one that then fails validation), rate-limits failed credential
-checks per client address and globally, and hands the verified device to the routes in the
-scope state.
+neither make the server buffer a body nor parse one; outside `/v1` (no route there takes a
+body) the app is handed an empty body and the client's bytes are never read. Then it checks
+the device's scopes against the route's declared scope (api/scopes.py): a 403 before any
+validation or lookup; for `POST /v1/ops` the op's tag in the buffered body names the scope.
+It spends every stream ticket a GET presents (even one that then fails validation; a HEAD
+spends none), rate-limits failed credential checks per client address and globally (a valid
+ticket or a bearer verified before is never refused by that limit), and hands the verified
+device to the routes in the scope state.
 Bodies above the limit are a 413, counted as they arrive (chunked bodies included). Every
 response gets `Cache-Control: no-store` under `/v1`; HTML responses get security headers.
 """
@@ -22,6 +24,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from c2.api.errors import PayloadTooLargeError, problem_response
+from c2.api.head import HEAD_REQUEST
 from c2.api.scopes import check_op, check_route
 from c2.api.settings import Settings
 from c2.core.auth import AttemptLimiter, DeviceAuth
@@ -73,6 +76,25 @@ def _tickets(scope: Scope) -> list[str]:
     return [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "ticket" and v]
 
 
+def _rate_limited(retry_after: int) -> RateLimitedError:
+    return RateLimitedError("too many failed authentications", retry_after=retry_after)
+
+
+def _empty_body(receive: Receive) -> Receive:
+    """A receive whose first message is an empty, complete body; the client's own messages
+    after it (a disconnect is what a response may listen for)."""
+    sent = False
+
+    async def empty() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    return empty
+
+
 def _client(scope: Scope) -> str:
     client = scope.get("client")
     return str(client[0]) if client else "unknown"
@@ -95,9 +117,14 @@ class RequestGuard:
         limit = self.max_body
         device: Device | None = None
         op_scopes: Mapping[str, str] | None = None
-        if api and path == PAIR_PATH:
+        if not api:
+            # Outside /v1 every route is a GET and no one is authenticated: nothing a client
+            # sends there is read, buffered or parsed.
+            await self.app(scope, _empty_body(receive), send)
+            return
+        if path == PAIR_PATH:
             limit = min(limit, UNAUTHENTICATED_BODY_BYTES)
-        elif api:
+        else:
             try:
                 device = await self._authenticate(scope)
                 op_scopes = check_route(device, scope)
@@ -121,40 +148,64 @@ class RequestGuard:
 
     # -- credentials -----------------------------------------------------------------------------
 
-    def _limited(self, client: str) -> None:
-        retry_after = self.per_client.check(client) or self.everyone.check("*")
-        if retry_after is not None:
-            raise RateLimitedError("too many failed authentications", retry_after=retry_after)
+    def _over_budget(self, client: str) -> int | None:
+        """The seconds until `client` may fail again, None while it is within both budgets."""
+        return self.per_client.check(client) or self.everyone.check("*")
 
-    def _failed(self, client: str) -> None:
-        self.per_client.fail(client)
-        self.everyone.fail("*")
+    def _failed(self, client: str, over_budget: int | None) -> None:
+        if over_budget is None:  # a refused attempt does not count again
+            self.per_client.fail(client)
+            self.everyone.fail("*")
+
+    async def _redeem(
+        self,
+        auth: DeviceAuth,
+        tickets: list[str],
+        client: str,
+        over_budget: int | None,
+        *,
+        spend: bool,
+    ) -> tuple[Device | None, InvalidTicketError | None]:
+        """Check (and `spend`) every ticket; the first valid one's device, the first refusal."""
+        device: Device | None = None
+        refused: InvalidTicketError | None = None
+        for ticket in tickets:
+            try:
+                redeemed = await auth.redeem_ticket(ticket, spend=spend)
+            except InvalidTicketError as err:
+                self._failed(client, over_budget)
+                refused = refused or err
+            else:
+                device = device or redeemed
+        return device, refused
 
     async def _authenticate(self, scope: Scope) -> Device:
         auth: DeviceAuth = scope["app"].state.services.auth
         client = _client(scope)
         bearer, tickets = _bearer(scope), _tickets(scope)
-        if not (bearer and not tickets and auth.recognizes(bearer)):
-            self._limited(client)  # a bearer that proved itself before is never refused here
+        over_budget = self._over_budget(client)
+        head = bool(scope.get(HEAD_REQUEST))
         try:
-            ticket_device: Device | None = None
-            refused: InvalidTicketError | None = None
-            for ticket in tickets:  # every presented ticket is spent, whatever happens next
-                try:
-                    redeemed = await auth.redeem_ticket(ticket)
-                except InvalidTicketError as err:
-                    self._failed(client)
-                    refused = refused or err
-                else:
-                    ticket_device = ticket_device or redeemed
-            if refused is not None and bearer is None:
-                raise refused
+            # Every ticket a GET presents is spent, whatever happens next, and checked whatever
+            # the limiter says: a valid one is a credential that proved itself (the web client
+            # needs a fresh one per stream), so a flood of failures never locks browsers out.
+            # A HEAD opens no stream, so it spends none (api.md: HEAD opens no stream), but
+            # is authenticated by it as its GET would be.
+            ticket_device, refused = await self._redeem(
+                auth, tickets, client, over_budget, spend=not head
+            )
             if bearer is not None:
+                if over_budget is not None and not auth.recognizes(bearer):
+                    # A bearer that proved itself before is never refused here; another one
+                    # waits out a flood without a database read.
+                    raise _rate_limited(over_budget)
                 try:
                     return await auth.authenticate(bearer)
                 except UnauthorizedError:
-                    self._failed(client)
+                    self._failed(client, over_budget)
                     raise
+            if refused is not None:
+                raise _rate_limited(over_budget) if over_budget is not None else refused
             if ticket_device is not None and scope["path"] == EVENTS_PATH:
                 return ticket_device
         except DomainError:
@@ -162,6 +213,8 @@ class RequestGuard:
         except Exception as exc:  # the store failed: say so, never a 500 or a pass
             log.warning("credential check failed: %s", exc)
             raise StoreUnavailableError("credentials cannot be checked right now") from exc
+        if over_budget is not None:
+            raise _rate_limited(over_budget)
         raise UnauthorizedError("an `Authorization: Bearer <bearer>` header is required")
 
     # -- body ------------------------------------------------------------------------------------

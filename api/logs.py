@@ -4,7 +4,8 @@ Every line starts with its local time and UTC offset (`LOG_FORMAT`, and uvicorn'
 through `uvicorn_log_config`), so a log read later can be put next to events and agent output.
 
 `RedactCredentials` rewrites uvicorn's access-log request line so `?ticket=` (and any other
-credential-bearing query parameter) shows its name but not its value. `OncePerInterval` lets a
+credential-bearing query parameter, however its name is percent-encoded) shows its name but not
+its value. `OncePerInterval` lets a
 repeated warning or error through once per interval and counts what it held back, so a flood
 of bad connections (or `Too many open files`) cannot fill the disk.
 """
@@ -17,13 +18,14 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote_plus
 
 from uvicorn.config import LOGGING_CONFIG
 
 CREDENTIAL_PARAMS = ("ticket", "token", "bearer", "access_token")
-_CREDENTIAL = re.compile(
-    r"(?P<key>(?:^|[?&;])(?:" + "|".join(CREDENTIAL_PARAMS) + r")=)[^&;#\s]*", re.IGNORECASE
-)
+# A query's fields, each with the separator before it (the guard splits on `&` only, so `;`
+# splitting here can only redact more).
+_FIELD = re.compile(r"([?&;])([^&;]*)")
 REDACTED = "[redacted]"
 LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -32,9 +34,25 @@ REPEAT_INTERVAL_SECONDS = 60.0
 NOISY_LOGGERS = ("uvicorn.error", "asyncio", "sse_starlette.sse")
 
 
+def _credential(name: str) -> bool:
+    # Decoded as the guard decodes it (parse_qsl: `+` and %XX), so `?%74icket=` is a ticket.
+    return unquote_plus(name).strip().lower() in CREDENTIAL_PARAMS
+
+
 def redact(target: str) -> str:
-    """`target` (a path with query) with every credential parameter's value replaced."""
-    return _CREDENTIAL.sub(lambda m: m.group("key") + REDACTED, target)
+    """`target` (a path with query) with every credential parameter's value replaced,
+    whatever the spelling of its name (percent-encoded, any case)."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+
+    def field(match: re.Match[str]) -> str:
+        name, equals, _ = match.group(2).partition("=")
+        if equals and _credential(name):
+            return f"{match.group(1)}{name}={REDACTED}"
+        return match.group(0)
+
+    return path + _FIELD.sub(field, mark + query)
 
 
 class RedactCredentials(logging.Filter):

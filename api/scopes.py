@@ -75,7 +75,7 @@ def op_scope(body: bytes, op_scopes: Mapping[str, str]) -> str:
     """The scope of the op a `POST /v1/ops` body names (the tag only; nothing validated)."""
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: the route's parse says 422
         return OP_DEFAULT
     tag = parsed.get("op") if isinstance(parsed, dict) else None
     return op_scopes.get(tag, OP_DEFAULT) if isinstance(tag, str) else OP_DEFAULT

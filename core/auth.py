@@ -286,11 +286,13 @@ class DeviceAuth:
         )
         return StreamTicket(ticket=ticket, expires_in=int(self._ticket_ttl.total_seconds()))
 
-    async def redeem_ticket(self, ticket: str) -> Device:
-        """Consume `ticket`; its device, or InvalidTicketError."""
+    async def redeem_ticket(self, ticket: str, *, spend: bool = True) -> Device:
+        """Consume `ticket` (unless not `spend`); its device, or InvalidTicketError."""
         ticket_hash = digest(ticket)
         device = await self._store.write(
-            lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow())
+            lambda uow: DeviceRepository(uow.conn).redeem_ticket(
+                ticket_hash, utcnow(), spend=spend
+            )
         )
         if device is None:
             raise InvalidTicketError("the stream ticket is invalid, expired or used")

@@ -345,7 +345,10 @@ def parse_since(raw: str | None) -> datetime | None:
         moment = None
     if moment is None or moment.tzinfo is None:
         raise InvalidUsageQueryError(f"since must be an RFC 3339 timestamp with an offset: {raw!r}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is past the last UTC datetime
+        raise InvalidUsageQueryError(f"since is out of range in UTC: {raw!r}") from None
 
 
 def _key(turn: TurnUsageRecord, group_by: GroupBy) -> str | dict[str, str]:

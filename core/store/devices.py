@@ -145,14 +145,18 @@ class DeviceRepository:
             )
         )
 
-    def redeem_ticket(self, ticket_hash: str, now: datetime) -> Device | None:
-        """Consume the ticket; its device when it was valid, unexpired and the device exists."""
+    def redeem_ticket(
+        self, ticket_hash: str, now: datetime, *, spend: bool = True
+    ) -> Device | None:
+        """Consume the ticket (unless not `spend`: a HEAD of the stream, which opens none);
+        its device when it was valid, unexpired and the device exists."""
         row = self._conn.execute(
             select(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash)
         ).first()
         if row is None or not hmac.compare_digest(row.ticket_hash, ticket_hash):
             return None
-        self._conn.execute(delete(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash))
+        if spend:
+            self._conn.execute(delete(_TICKETS).where(_TICKETS.c.ticket_hash == ticket_hash))
         if row.expires_at is None or aware(row.expires_at) <= now:
             return None
         return self.get(row.device_id)
