@@ -290,9 +290,7 @@ class DeviceAuth:
         """Consume `ticket` (unless not `spend`); its device, or InvalidTicketError."""
         ticket_hash = digest(ticket)
         device = await self._store.write(
-            lambda uow: DeviceRepository(uow.conn).redeem_ticket(
-                ticket_hash, utcnow(), spend=spend
-            )
+            lambda uow: DeviceRepository(uow.conn).redeem_ticket(ticket_hash, utcnow(), spend=spend)
         )
         if device is None:
             raise InvalidTicketError("the stream ticket is invalid, expired or used")
