@@ -74,7 +74,7 @@ def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, Ho
     from c2.api.logs import LOG_DATE_FORMAT, LOG_FORMAT
     from c2.api.server import build_server, cannot_listen, listen_socket
     from c2.api.services import StartupError, preflight
-    from c2.api.settings import url_host
+    from c2.api.settings import outward_host, url_host
     from c2.core.providers import ProviderConfigError, ProviderRegistry
 
     try:
@@ -122,6 +122,14 @@ def _build_server(args: argparse.Namespace) -> tuple[C2Server, socket.socket, Ho
         token = await services.auth.mint_pairing_token()
         minutes = int(settings.pairing_ttl_seconds // 60)
         print(f"c2 listening on http://{url_host(host)}:{port}", flush=True)
+        outward = outward_host(host)
+        if outward != url_host(host):  # a wildcard bind: how another device gets here
+            allowed = outward.strip("[]") in settings.allow_hosts or "*" in settings.allow_hosts
+            print(
+                f"from other devices: http://{outward}:{port}"
+                + ("" if allowed else f" (answered once started with --allow-host {outward})"),
+                flush=True,
+            )
         print(f"home: {settings.home}", flush=True)
         print(
             f"pair a device (one use, {minutes} min): "

@@ -17,7 +17,7 @@ from typing import Any
 
 from c2.api.dispatch import OpDispatcher
 from c2.api.relay import Owner, Relay
-from c2.api.settings import Settings, url_host
+from c2.api.settings import Settings, outward_host
 from c2.core.bus import EventBus
 from c2.core.cluster.membership import ClusterConfig, home_instance_id
 from c2.core.cluster.takeover import adopt as adopt_session
@@ -57,7 +57,8 @@ def cluster_config(settings: Settings) -> ClusterConfig | None:
     to the listen address; the id is the home's."""
     if not settings.cluster:
         return None
-    url = settings.advertise_url or f"http://{url_host(settings.host)}:{settings.port}"
+    # A wildcard bind advertises the address peers can reach, never loopback.
+    url = settings.advertise_url or f"http://{outward_host(settings.host)}:{settings.port}"
     return ClusterConfig(
         instance_id=home_instance_id(settings.home),
         url=url,

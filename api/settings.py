@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,23 @@ def resolve_home(home: str | Path | None, env: Mapping[str, str]) -> Path:
     if env.get("C2_HOME"):
         return Path(env["C2_HOME"]).expanduser().resolve()
     return (Path.home() / ".c2").resolve()
+
+
+def outward_host(host: str) -> str:
+    """A host other machines reach this server at: for a wildcard bind, the address this
+    machine reaches the network from (the one its default route uses: a UDP connect sends
+    nothing), else as `url_host`; loopback when the machine has no route out."""
+    if host not in ("", "0.0.0.0", "::"):
+        return url_host(host)
+    v6 = host == "::"
+    family, probe = (socket.AF_INET6, "2001:db8::1") if v6 else (socket.AF_INET, "192.0.2.1")
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))  # documentation addresses (RFC 5737, RFC 3849)
+            address = str(udp.getsockname()[0])
+    except OSError:
+        return url_host(host)
+    return f"[{address}]" if ":" in address else address
 
 
 def url_host(host: str) -> str:

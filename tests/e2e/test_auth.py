@@ -244,3 +244,29 @@ async def test_auth_pairing_token_single_use_under_race(live_server: LiveServer,
             *(client.post("/v1/pair", json={"token": token}) for _ in range(concurrency))
         )
     assert sorted(r.status_code for r in replies) == [200] + [401] * (concurrency - 1)
+
+
+def test_a_wildcard_bind_says_how_other_devices_reach_it(tmp_path: Path):
+    """`--host 0.0.0.0` listens on every address: the announcement adds this machine's own
+    (the address its route out uses), and the --allow-host that makes c2 answer it."""
+    from c2.api.settings import outward_host
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("C2_")}
+    env["C2_HOME"] = str(tmp_path / "home")
+    env["PYTHONPATH"] = str(REPO)
+    outward = outward_host("0.0.0.0")
+    if outward == "127.0.0.1":
+        pytest.skip("this machine has no route out")
+    proc = _cli("serve", "--host", "0.0.0.0", "--port", "0", env=env)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert lines[0].startswith("c2 listening on http://127.0.0.1:")
+    port = lines[0].strip().rsplit(":", 1)[1]
+    assert lines[1].strip() == (
+        f"from other devices: http://{outward}:{port} "
+        f"(answered once started with --allow-host {outward})"
+    )

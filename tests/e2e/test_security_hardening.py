@@ -11,30 +11,13 @@ import logging
 import socket
 import time
 from contextlib import closing
-from typing import Any
 
 import httpx
 import pytest
 
 from c2.api.logs import redact
 from tests.conftest import LiveServer, OpenStream, ServerFactory
-
-
-class _Recording(logging.Handler):
-    def __init__(self, records: list[logging.LogRecord]) -> None:
-        super().__init__()
-        self.records = records
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-def _problem(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = resp.json()
-    assert body["code"] == code and body["status"] == status
-    return body
+from tests.e2e.test_security import _problem, _Recording
 
 
 def _connect(live: LiveServer, timeout: float = 10.0) -> socket.socket:
