@@ -140,9 +140,31 @@ def endpoint_refusal(endpoint: str) -> str | None:
     except (OSError, UnicodeError) as exc:
         return f"the endpoint's host {parts.hostname} does not resolve: {exc}"
     for address in sorted(addresses):
-        if not ipaddress.ip_address(str(address).split("%", 1)[0]).is_global:
+        if not is_public(ipaddress.ip_address(str(address).split("%", 1)[0])):
             return f"the endpoint's host {parts.hostname} is not a public address ({address})"
     return None
+
+
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: an IPv4 address in its low 32 bits
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Global, and so is any IPv4 address it wraps: Python counts NAT64 (`64:ff9b::7f00:1`)
+    and 6to4 (`2002:7f00:1::`) addresses global whatever they carry, and a network that
+    routes them reaches the wrapped (loopback, private) address."""
+    if not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in NAT64:
+            return is_public(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
+        for wrapped in (
+            address.sixtofour,
+            address.ipv4_mapped,
+            address.teredo and address.teredo[1],
+        ):
+            if wrapped and not wrapped.is_global:
+                return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

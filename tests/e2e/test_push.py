@@ -127,6 +127,9 @@ async def test_endpoints_are_public_https_unless_private_ones_are_allowed(
             ("https://localhost:8443/push/a", "not a public address"),
             ("https://10.1.2.3/push/a", "not a public address"),
             ("https://[::1]/push/a", "not a public address"),
+            # Global to Python, but wrapping loopback: NAT64 and 6to4.
+            ("https://[64:ff9b::7f00:1]/push/a", "not a public address"),
+            ("https://[2002:7f00:1::]/push/a", "not a public address"),
         ):
             resp = await client.http.post(
                 "/v1/push-subscriptions", json={**browser, "endpoint": endpoint}
