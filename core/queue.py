@@ -207,9 +207,9 @@ class FollowUpQueue:
                 await self._advance(live)
 
     async def _advance(self, live: LiveSession) -> None:
-        if live.id not in self._waiting or live.turn is not None or is_busy(live.record.activity):
+        if live.deleted or live.id not in self._waiting:
             return
-        if live.deleted:
+        if live.turn is not None or is_busy(live.record.activity):
             return
 
         def take(uow: UnitOfWork) -> tuple[StoredItem | None, int]:
