@@ -54,7 +54,7 @@ def _id_not_live_elsewhere(store: Store, home: Path, lease_seconds: float) -> No
     instance = home_instance_id(home)
 
     def heartbeat() -> object:
-        return store.write_sync(lambda uow: ClusterRepository(uow.conn).heartbeat_of(instance))
+        return store.read_sync(lambda r: ClusterRepository(r.conn).heartbeat_of(instance))
 
     first = heartbeat()
     if first is None:

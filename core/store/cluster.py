@@ -61,11 +61,11 @@ _LIVE = text(
 _REMOVE_EXPIRED = text("DELETE FROM cluster_instances WHERE id = :id AND lease_expires_at <= now()")
 _IS_LIVE = text("SELECT 1 FROM cluster_instances WHERE id = :id AND lease_expires_at > now()")
 _EXPIRED = text("SELECT id FROM cluster_instances WHERE lease_expires_at <= now() ORDER BY id")
-_SECRET_INSERT = text(
+_SETTING_INSERT = text(
     "INSERT INTO cluster_settings (name, value) VALUES (:name, :value) "
     "ON CONFLICT (name) DO NOTHING"
 )
-_SECRET_READ = text("SELECT value FROM cluster_settings WHERE name = :name")
+_SETTING_READ = text("SELECT value FROM cluster_settings WHERE name = :name")
 _SETTING_REPLACE = text(
     "INSERT INTO cluster_settings (name, value) VALUES (:name, :value) "
     "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
@@ -162,8 +162,8 @@ class ClusterRepository:
 
     def setting(self, name: str, default: str) -> str:
         """A cluster setting, stored as `default` by the first member that asks."""
-        self._conn.execute(_SECRET_INSERT, {"name": name, "value": default})
-        return str(self._conn.execute(_SECRET_READ, {"name": name}).scalar_one())
+        self._conn.execute(_SETTING_INSERT, {"name": name, "value": default})
+        return str(self._conn.execute(_SETTING_READ, {"name": name}).scalar_one())
 
     def replace_setting(self, name: str, value: str) -> None:
         """Set a cluster setting, whatever it was."""
@@ -171,5 +171,4 @@ class ClusterRepository:
 
     def secret(self) -> str:
         """The cluster's instance-to-instance key, created by the first member that asks."""
-        self._conn.execute(_SECRET_INSERT, {"name": SECRET, "value": secrets.token_urlsafe(32)})
-        return str(self._conn.execute(_SECRET_READ, {"name": SECRET}).scalar_one())
+        return self.setting(SECRET, secrets.token_urlsafe(32))

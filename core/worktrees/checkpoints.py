@@ -232,16 +232,20 @@ def unrecorded_in_the_way(ws: Workspace, current: str, target: str) -> list[str]
         current, target,
     )  # fmt: skip
     in_the_way: set[str] = set()
+    folders: set[str] = set()  # real folders already looked at (many paths share them)
     for path in filter(None, added.split("\0")):
         parts = path.split("/")
         for depth in range(1, len(parts) + 1):
             place = "/".join(parts[:depth])
+            if depth < len(parts) and place in folders:
+                continue
             on_disk = ws.root / place
             if not os.path.lexists(on_disk):
                 break  # nothing stands here, nor below
             if depth == len(parts) or on_disk.is_symlink() or not on_disk.is_dir():
                 in_the_way.add(place)  # what the target's file replaces, or a file in its way
                 break
+            folders.add(place)
     if not in_the_way:
         return []
     listing = ("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")

@@ -305,9 +305,9 @@ def test_ticket_presented_on_a_failing_request_is_spent(live_server: LiveServer)
         _problem(again, 401, "invalid_ticket")
 
 
-def test_access_log_redacts_credentials(servers: ServerFactory):
-    """The access log line of `?ticket=` shows the parameter, never the ticket itself."""
-    live = servers.start()
+@contextmanager
+def access_log_lines(live: LiveServer) -> Iterator[list[str]]:
+    """The server's access log turned on; the lines it wrote in the block (filled on exit)."""
     records: list[logging.LogRecord] = []
     handler = _Recording(records)
     logger = logging.getLogger("uvicorn.access")
@@ -317,14 +317,21 @@ def test_access_log_redacts_credentials(servers: ServerFactory):
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)
+    lines: list[str] = []
     try:
-        with httpx.Client(base_url=live.base_url) as client:
-            ticket = client.post("/v1/stream-tickets", headers=live.headers).json()["ticket"]
-            client.get("/v1/sessions", params={"ticket": ticket, "x": "1"}, headers=live.headers)
+        yield lines
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
-    lines = [r.getMessage() for r in records]
+        lines.extend(r.getMessage() for r in records)
+
+
+def test_access_log_redacts_credentials(servers: ServerFactory):
+    """The access log line of `?ticket=` shows the parameter, never the ticket itself."""
+    live = servers.start()
+    with access_log_lines(live) as lines, httpx.Client(base_url=live.base_url) as client:
+        ticket = client.post("/v1/stream-tickets", headers=live.headers).json()["ticket"]
+        client.get("/v1/sessions", params={"ticket": ticket, "x": "1"}, headers=live.headers)
     assert any("/v1/sessions?ticket=" in line for line in lines), lines
     assert not any(ticket in line for line in lines)
 

@@ -7,7 +7,6 @@ requests leave unfinished on purpose."""
 
 from __future__ import annotations
 
-import logging
 import socket
 import time
 from contextlib import closing
@@ -17,7 +16,7 @@ import pytest
 
 from c2.api.logs import redact
 from tests.conftest import LiveServer, OpenStream, ServerFactory
-from tests.e2e.test_security import _problem, _Recording
+from tests.e2e.test_security import _problem, access_log_lines
 
 
 def _connect(live: LiveServer, timeout: float = 10.0) -> socket.socket:
@@ -194,25 +193,11 @@ def test_redaction_decodes_parameter_names() -> None:
 def test_access_log_redacts_a_percent_encoded_ticket_name(servers: ServerFactory) -> None:
     """`?%74icket=` is a ticket to the guard (it is spent), so the log redacts it too."""
     live = servers.start()
-    records: list[logging.LogRecord] = []
-    handler = _Recording(records)
-    logger = logging.getLogger("uvicorn.access")
-    live.server.config.access_log = True
-    for protocol in list(live.server.server_state.connections):
-        protocol.access_log = True  # type: ignore[union-attr]  # HTTP connections only, here
-    logger.addHandler(handler)
-    old_level = logger.level
-    logger.setLevel(logging.INFO)
-    try:
-        with httpx.Client(base_url=live.base_url) as client:
-            ticket = client.post("/v1/stream-tickets", headers=live.headers).json()["ticket"]
-            client.get(f"/v1/sessions?%74icket={ticket}", headers=live.headers)
-            spent = client.get("/v1/events", params={"ticket": ticket})
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
+    with access_log_lines(live) as lines, httpx.Client(base_url=live.base_url) as client:
+        ticket = client.post("/v1/stream-tickets", headers=live.headers).json()["ticket"]
+        client.get(f"/v1/sessions?%74icket={ticket}", headers=live.headers)
+        spent = client.get("/v1/events", params={"ticket": ticket})
     _problem(spent, 401, "invalid_ticket")
-    lines = [r.getMessage() for r in records]
     assert any("/v1/sessions?%74icket=" in line for line in lines), lines
     assert not any(ticket in line for line in lines), lines
 
